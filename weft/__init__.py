@@ -1,0 +1,20 @@
+"""Weft: a tensor compiler for CPUs that fuses a region only when a price says it pays."""
+
+__version__ = "0.1.0"
+
+from weft.errors import (  # noqa: E402
+    AxisError,
+    CompileError,
+    ConfigError,
+    DTypeError,
+    InputError,
+    ShapeError,
+    WeftError,
+    WeftIRError,
+    WorkloadError,
+)
+
+__all__ = [
+    "AxisError", "CompileError", "ConfigError", "DTypeError", "InputError", "ShapeError",
+    "WeftError", "WeftIRError", "WorkloadError", "__version__",
+]
