@@ -1,0 +1,46 @@
+"""The ``weft`` command. Each subcommand lives with the stage it drives and
+registers itself through a ``register(subparsers)`` function."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from weft.errors import WeftError
+
+# module that provides register(subparsers) for each subcommand
+SUBCOMMAND_MODULES = (
+    "weft.workloads.cli",   # weft plan, weft workloads
+    "weft.compose.cli",     # weft explain
+    "weft.bench.cli",       # weft bench
+    "weft.diagnose.cli",    # weft diagnose
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="weft", description="Weft: a tensor compiler for CPUs that fuses only when a price says it pays.")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name and module_name.startswith(error.name):
+                continue  # stage not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except WeftError as error:
+        print(f"weft: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

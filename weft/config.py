@@ -1,0 +1,73 @@
+"""The one explicit configuration that travels through a compile.
+
+Environment variables are read here and nowhere else:
+WEFT_CACHE_DIR, WEFT_THREADS, WEFT_CC, WEFT_BUDGET_S, WEFT_GENERIC_FUSION.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from weft.errors import ConfigError
+
+CONTRACTS = ("strict", "inference")
+FUSION_POLICIES = ("off", "greedy", "priced", "matchers")
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "weft"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    contract: str = "strict"
+    threads: int = 1
+    fusion: str = "off"
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    cc: str = "cc"
+    budget_s: float = 2.0
+    generic_fusion: bool = True
+
+    def __post_init__(self) -> None:
+        if self.contract not in CONTRACTS:
+            raise ConfigError(f"contract={self.contract!r} is not one of {CONTRACTS}")
+        if self.fusion not in FUSION_POLICIES:
+            raise ConfigError(f"fusion={self.fusion!r} is not one of {FUSION_POLICIES}")
+        if not isinstance(self.threads, int) or self.threads < 1:
+            raise ConfigError(f"threads={self.threads!r} must be a positive integer")
+        if self.budget_s <= 0:
+            raise ConfigError(f"budget_s={self.budget_s!r} must be positive")
+
+
+def _env_int(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r} is not an integer") from None
+
+
+def config_from_env(**overrides) -> Config:
+    """A Config from the environment, with explicit keyword overrides winning.
+
+    An override of ``None`` means "not given" (use the environment or default).
+    """
+    values: dict = {
+        "threads": _env_int("WEFT_THREADS", os.cpu_count() or 1),
+        "cc": os.environ.get("WEFT_CC") or "cc",
+        "generic_fusion": os.environ.get("WEFT_GENERIC_FUSION", "on").lower() not in ("off", "0", "false"),
+    }
+    if os.environ.get("WEFT_CACHE_DIR"):
+        values["cache_dir"] = Path(os.environ["WEFT_CACHE_DIR"])
+    if os.environ.get("WEFT_BUDGET_S"):
+        try:
+            values["budget_s"] = float(os.environ["WEFT_BUDGET_S"])
+        except ValueError:
+            raise ConfigError(f"WEFT_BUDGET_S={os.environ['WEFT_BUDGET_S']!r} is not a number") from None
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    return Config(**values)
