@@ -1,0 +1,202 @@
+"""Regions grown backwards from anchors (DESIGN.md §5).
+
+An *anchor* is a member whose output something outside its region sees. A region
+grows backwards through the producers of what it reads. A producer joins only when
+
+* every reader of its output is already inside (the output becomes private), and
+* the grown set still shares a *common tile axis*: an output axis of the anchor
+  that every member can be tiled along, followed through the index maps.
+
+The tile axis follows a producer ``P`` of buffer ``X`` like this: if the region is
+tiled along the reader's axis ``t``, ``X`` can be tiled along its dimension ``d``
+iff every load of ``X`` inside the region indexes dimension ``d`` with exactly
+``t`` (and no other dimension mentions ``t``). ``P``'s output axis ``d`` is then
+``P``'s tile axis. Fold axes never carry the tile axis (a fold needs all of them).
+
+Worked example (attention; tile axis ``i``)::
+
+    O[i,e] = sum_j P[i,j] * V[j,e]    anchor; P read as P[i, j]   -> P tiles on its axis 0
+    P[a,b] = E[a,b] / L[a]            E read as E[a, b], L as L[a] -> both tile on axis 0
+    ...                                                            -> one region, six members
+
+Every growth step is a candidate boundary; ``grow`` returns them in growth order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, expr_loads, index_axes
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """A set of members that lowers as one nest, tiled along one common axis.
+
+    ``tile_axes`` pairs each member with its own axis name that carries the tile
+    (empty when the anchor has no output axis, e.g. a scalar loss).
+    ``anchor_axes`` lists every anchor axis still common to all members; the
+    first one is the tile axis this region lowers with.
+    """
+
+    anchor: str
+    members: tuple[str, ...]
+    tile_axes: tuple[tuple[str, str], ...]
+    anchor_axes: tuple[str, ...]
+    private: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    @property
+    def tile_axis(self) -> str | None:
+        """The anchor's axis the region is tiled along (None: untileable)."""
+        return self.anchor_axes[0] if self.anchor_axes else None
+
+    def tile_axis_of(self, member: str) -> str | None:
+        return dict(self.tile_axes).get(member)
+
+    @property
+    def is_fused(self) -> bool:
+        return len(self.members) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why ``member`` did not join the region grown from ``anchor``."""
+
+    member: str
+    anchor: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """Everything one growth from an anchor found: candidates in order, and refusals."""
+
+    anchor: str
+    candidates: tuple[Region, ...]
+    refusals: tuple[Refusal, ...]
+
+    @property
+    def largest(self) -> Region:
+        return self.candidates[-1]
+
+
+def plan_anchors(plan: Plan) -> tuple[str, ...]:
+    """Members whose output the plan's caller sees (the first anchors)."""
+    return tuple(kernel.output for kernel in plan.kernels if kernel.output in plan.outputs)
+
+
+def map_tile_axis(
+    producer: Kernel, readers: tuple[Kernel, ...], tile_of: dict[str, str], extents: dict[str, dict[str, int]]
+) -> tuple[str | None, str]:
+    """The producer's output axis that carries the readers' tile axes, or (None, why not)."""
+    buffer = producer.output
+    dimension: int | None = None
+    for reader in readers:
+        tile = tile_of[reader.output]
+        for load in expr_loads(reader.body):
+            if load.buffer != buffer:
+                continue
+            touching = [d for d, index in enumerate(load.index) if tile in index_axes(index)]
+            if len(touching) != 1 or load.index[touching[0]] != AxisIndex(tile):
+                return None, f"{reader.output} reads {buffer} without indexing one dimension by exactly its tile axis {tile}"
+            if dimension is not None and dimension != touching[0]:
+                return None, f"loads of {buffer} put the tile axis in different dimensions"
+            dimension = touching[0]
+            if producer.axes[dimension].extent != extents[reader.output][tile]:
+                return None, (
+                    f"{buffer} dimension {dimension} has extent {producer.axes[dimension].extent}"
+                    f" but {reader.output}'s tile axis {tile} has {extents[reader.output][tile]}"
+                )
+    if dimension is None:
+        return None, f"no reader of {buffer} indexes it by its tile axis"
+    return producer.axes[dimension].name, ""
+
+
+def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Growth:
+    """Grow every candidate region from ``anchor``; ``available`` limits who may join."""
+    kernels = {kernel.output: kernel for kernel in plan.kernels}
+    if anchor not in kernels:
+        raise KeyError(f"{anchor} is not a member of plan {plan.name}")
+    order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
+    readers = plan.readers()
+    extents = {name: {axis.name: axis.extent for axis in kernel.axes} for name, kernel in kernels.items()}
+
+    members = [anchor]
+    # one tiling option per anchor output axis: member -> its axis carrying that tile
+    options: dict[str, dict[str, str]] = {axis.name: {anchor: axis.name} for axis in kernels[anchor].axes}
+    candidates = [_region(plan, kernels, members, options)]
+    refusals: list[Refusal] = []
+    seen: set[str] = {anchor}
+    heap: list[tuple[int, str]] = []
+
+    def push_producers(member: str) -> None:
+        for name in kernels[member].reads:
+            if name in kernels and name not in seen:
+                seen.add(name)
+                heapq.heappush(heap, (-order[name], name))
+
+    push_producers(anchor)
+    # Latest producer first: a refused producer's outside reader is always later
+    # than it, so it can never join afterwards; one pass decides each producer.
+    while heap:
+        _, name = heapq.heappop(heap)
+        if available is not None and name not in available:
+            refusals.append(Refusal(name, anchor, "already in another region"))
+            continue
+        outside = [reader for reader in readers.get(name, ()) if reader not in members]
+        if outside:
+            who = "the plan's caller" if outside[0] == OUTSIDE else outside[0]
+            refusals.append(Refusal(name, anchor, f"a reader outside: {who}"))
+            continue
+        region_readers = tuple(kernels[r] for r in readers[name])
+        surviving: dict[str, dict[str, str]] = {}
+        reasons: list[str] = []
+        for anchor_axis, tile_of in options.items():
+            axis, why = map_tile_axis(kernels[name], region_readers, tile_of, extents)
+            if axis is None:
+                reasons.append(f"tiling along {anchor}.{anchor_axis}: {why}")
+            else:
+                surviving[anchor_axis] = {**tile_of, name: axis}
+        if not surviving:
+            detail = "; ".join(reasons) if reasons else f"{anchor} has no output axis to tile along"
+            refusals.append(Refusal(name, anchor, f"no common tile axis ({detail})"))
+            continue
+        options = surviving
+        members.append(name)
+        candidates.append(_region(plan, kernels, members, options))
+        push_producers(name)
+    return Growth(anchor, tuple(candidates), tuple(refusals))
+
+
+def grow_from_anchor(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> tuple[Region, ...]:
+    """Every candidate region from ``anchor``, in growth order (the anchor alone first)."""
+    return grow(plan, anchor, available).candidates
+
+
+def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options: dict[str, dict[str, str]]) -> Region:
+    inside = set(members)
+    ordered = tuple(kernel.output for kernel in plan.kernels if kernel.output in inside)
+    anchor = members[0]
+    anchor_axes = tuple(axis.name for axis in kernels[anchor].axes if axis.name in options)
+    tile_of = options[anchor_axes[0]] if anchor_axes else {}
+    reads: dict[str, None] = {}
+    for name in ordered:
+        for buffer in kernels[name].reads:
+            if buffer not in inside:
+                reads[buffer] = None
+    return Region(
+        anchor=anchor,
+        members=ordered,
+        tile_axes=tuple((name, tile_of[name]) for name in ordered if name in tile_of),
+        anchor_axes=anchor_axes,
+        private=tuple(name for name in ordered if name != anchor),
+        inputs=tuple(reads),
+        outputs=(anchor,),
+    )
