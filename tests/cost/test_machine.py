@@ -1,0 +1,62 @@
+"""The machine profile: measured once, stored, reused, rebuilt when corrupted."""
+
+import json
+
+import pytest
+
+from weft.cost import machine
+from weft.cost.machine import MachineProfile, hardware_facts, machine_profile, profile_id, profile_path
+
+
+@pytest.fixture(scope="module")
+def quick_profile(tmp_path_factory):
+    return machine_profile(tmp_path_factory.mktemp("cache"), quick=True)
+
+
+def test_profile_has_positive_rates_and_units(quick_profile):
+    profile = quick_profile
+    assert profile.bandwidth(1) > 1e9  # any machine copies more than 1 GB/s
+    assert profile.peak_flops(1) > 1e9
+    assert profile.ridge_point(1) == pytest.approx(profile.peak_flops(1) / profile.bandwidth(1))
+    assert profile.cpu_model and profile.logical_cpus >= 1
+    assert profile.profile_id == profile_id(hardware_facts())
+
+
+def test_rates_pick_the_largest_measured_thread_count():
+    profile = MachineProfile(
+        profile_id="x", cpu_model="m", cpu_flags=(), logical_cpus=4, vector_bits=256, l1d_bytes=1, l2_bytes=2,
+        l3_bytes=3, copy_bandwidth_bytes_per_s=((1, 10.0), (4, 30.0)), numpy_copy_bandwidth_bytes_per_s=10.0,
+        gemm_flops_per_s=((1, 100.0), (4, 400.0)), gemm_size=8, bandwidth_source="numpy",
+        blas_threads_controlled=True, openblas_env=(), measured_at="now",
+    )
+    assert profile.bandwidth(1) == 10.0 and profile.bandwidth(2) == 10.0 and profile.bandwidth(8) == 30.0
+    assert profile.peak_flops(4) == 400.0
+    assert profile.ridge_point(4) == pytest.approx(400.0 / 30.0)
+    assert MachineProfile.from_json(json.loads(json.dumps(profile.to_json()))) == profile
+
+
+def test_profile_is_stored_and_reused(tmp_path, monkeypatch):
+    first = machine_profile(tmp_path, quick=True)
+    calls = []
+    monkeypatch.setattr(machine, "calibrate", lambda **kw: calls.append(kw) or first)
+    again = machine_profile(tmp_path, quick=True)
+    assert again == first and calls == []
+    machine_profile(tmp_path, quick=True, recalibrate=True)
+    assert len(calls) == 1
+
+
+def test_corrupted_profile_is_detected_rebuilt_and_warned(tmp_path, monkeypatch, quick_profile):
+    path = profile_path(tmp_path, profile_id(hardware_facts()))
+    path.parent.mkdir(parents=True)
+    path.write_text("{ not json")
+    monkeypatch.setattr(machine, "calibrate", lambda **kw: quick_profile)
+    with pytest.warns(UserWarning, match="corrupted"):
+        profile = machine_profile(tmp_path)
+    assert profile == quick_profile
+    assert json.loads(path.read_text())["profile_id"] == quick_profile.profile_id
+    # a file whose fields were tampered with is also rebuilt
+    data = json.loads(path.read_text())
+    data["copy_bandwidth_bytes_per_s"] = [[1, -5.0]]
+    path.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="non-positive"):
+        machine_profile(tmp_path)

@@ -1,0 +1,313 @@
+"""The calibrated machine profile: the facts a price or a roofline needs, measured once.
+
+Hardware facts (CPU model, flags, cache sizes, CPU count) are read from the system;
+their hash is the **profile id**. Rates are measured:
+
+- copy bandwidth, bytes/s, counted as bytes read + bytes written: a large NumPy copy
+  (one thread) and a tiny compiled C loop at 1 and N threads (OpenMP), best of
+  several repeats each;
+- GEMM rate, FLOP/s (2·n³ per n×n×n product): NumPy float32 matmul at 1 and N BLAS
+  threads, the proxy for the machine's peak.
+
+The profile is stored as JSON under ``<cache_dir>/machine/profile-<id>.json`` and
+reused; ``recalibrate=True`` measures again. A file that does not parse or does not
+match its id is reported with a warning and rebuilt. Units are in the field names.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MachineProfile:
+    """Measured facts about this machine. Rates are per thread count measured."""
+
+    profile_id: str
+    cpu_model: str
+    cpu_flags: tuple[str, ...]
+    logical_cpus: int
+    vector_bits: int
+    l1d_bytes: int
+    l2_bytes: int
+    l3_bytes: int
+    copy_bandwidth_bytes_per_s: tuple[tuple[int, float], ...]  # (threads, bytes/s)
+    numpy_copy_bandwidth_bytes_per_s: float
+    gemm_flops_per_s: tuple[tuple[int, float], ...]  # (threads, FLOP/s)
+    gemm_size: int
+    bandwidth_source: str  # "c-loop" or "numpy"
+    blas_threads_controlled: bool
+    openblas_env: tuple[tuple[str, str], ...]
+    measured_at: str
+    schema: int = SCHEMA
+
+    def bandwidth(self, threads: int = 1) -> float:
+        """Copy bandwidth (bytes/s) at the largest measured thread count <= threads."""
+        return _at_threads(self.copy_bandwidth_bytes_per_s, threads)
+
+    def peak_flops(self, threads: int = 1) -> float:
+        """GEMM rate (FLOP/s) at the largest measured thread count <= threads."""
+        return _at_threads(self.gemm_flops_per_s, threads)
+
+    def ridge_point(self, threads: int = 1) -> float:
+        """FLOPs per byte where a member turns from memory- to compute-bound."""
+        return self.peak_flops(threads) / self.bandwidth(threads)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict) -> MachineProfile:
+        names = {f.name for f in fields(MachineProfile)}
+        if set(data) != names:
+            raise ValueError(f"profile fields differ: missing {sorted(names - set(data))}, extra {sorted(set(data) - names)}")
+        values = dict(data)
+        values["cpu_flags"] = tuple(values["cpu_flags"])
+        for key in ("copy_bandwidth_bytes_per_s", "gemm_flops_per_s", "openblas_env"):
+            values[key] = tuple(tuple(pair) for pair in values[key])
+        return MachineProfile(**values)
+
+
+def _at_threads(table: tuple[tuple[int, float], ...], threads: int) -> float:
+    usable = [rate for count, rate in sorted(table) if count <= max(1, threads)]
+    return usable[-1] if usable else sorted(table)[0][1]
+
+
+# --------------------------------------------------------------------------- hardware facts
+
+
+def _cpuinfo() -> tuple[str, tuple[str, ...]]:
+    model, flags = platform.processor() or platform.machine(), ()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model in ("", platform.machine(), platform.processor()):
+                    model = value.strip()
+                elif key in ("flags", "Features") and not flags:
+                    flags = tuple(sorted(value.split()))
+    except OSError:
+        pass
+    return model, flags
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip().upper()
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    if text and text[-1] in units:
+        return int(text[:-1]) * units[text[-1]]
+    return int(text) if text else 0
+
+
+def cache_sizes() -> dict[str, int]:
+    """Data/unified cache size per level in bytes, from /sys (0 where unknown)."""
+    sizes = {"l1d": 0, "l2": 0, "l3": 0}
+    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+        try:
+            level = Path(folder, "level").read_text().strip()
+            kind = Path(folder, "type").read_text().strip()
+            size = _parse_size(Path(folder, "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        key = "l1d" if level == "1" else f"l{level}"
+        if key in sizes:
+            sizes[key] = size
+    return sizes
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def hardware_facts() -> dict:
+    model, flags = _cpuinfo()
+    vector_bits = 512 if "avx512f" in flags else 256 if "avx2" in flags else 128
+    facts = {"cpu_model": model, "cpu_flags": list(flags), "logical_cpus": _cpu_count(), "vector_bits": vector_bits}
+    facts.update({f"{key}_bytes": value for key, value in cache_sizes().items()})
+    return facts
+
+
+def profile_id(facts: dict) -> str:
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- measurements
+
+_COPY_SOURCE = r"""
+#include <stddef.h>
+void weft_copy(float *restrict dst, const float *restrict src, long n, int threads) {
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < n; ++i) dst[i] = src[i];
+}
+"""
+
+
+def _best_time(action, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure_numpy_copy(nbytes: int, repeats: int) -> float:
+    source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+    target = np.empty_like(source)
+    np.copyto(target, source)  # first touch
+    return 2 * source.nbytes / _best_time(lambda: np.copyto(target, source), repeats)
+
+
+def measure_c_copy(nbytes: int, repeats: int, thread_counts: list[int], cc: str, workdir: Path) -> dict[int, float]:
+    """Bandwidth of a compiled copy loop per thread count; {} if it cannot be built."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=workdir) as folder:
+        source_path, library_path = Path(folder, "copy.c"), Path(folder, "copy.so")
+        source_path.write_text(_COPY_SOURCE)
+        command = [cc, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source_path), "-o", str(library_path)]
+        try:
+            subprocess.run(command, check=True, capture_output=True, timeout=60)
+            library = ctypes.CDLL(str(library_path))
+        except (OSError, subprocess.SubprocessError) as error:
+            warnings.warn(f"machine profile: C copy loop not built ({error}); using the NumPy copy bandwidth", stacklevel=2)
+            return {}
+        copy = library.weft_copy
+        copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+        source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+        target = np.empty_like(source)
+        rates = {}
+        for threads in thread_counts:
+            copy(target.ctypes.data, source.ctypes.data, source.size, threads)
+            seconds = _best_time(lambda t=threads: copy(target.ctypes.data, source.ctypes.data, source.size, t), repeats)
+            rates[threads] = 2 * source.nbytes / seconds
+        return rates
+
+
+def _openblas_setter():
+    import numpy as _np
+
+    folder = Path(_np.__file__).parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(folder / "*openblas*.so*"))):
+        library = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(library, name):
+                return getattr(library, name)
+    return None
+
+
+def measure_gemm(size: int, thread_counts: list[int], repeats: int) -> tuple[dict[int, float], bool]:
+    """float32 matmul FLOP/s per BLAS thread count, and whether threads could be set."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    out = np.empty((size, size), dtype=np.float32)
+    setter = _openblas_setter()
+    rates = {}
+    for threads in thread_counts:
+        if setter is not None:
+            setter(threads)
+        np.matmul(a, b, out=out)
+        rates[threads] = 2.0 * size**3 / _best_time(lambda: np.matmul(a, b, out=out), repeats)
+    if setter is not None:
+        setter(_cpu_count())
+    return rates, setter is not None
+
+
+def calibrate(cc: str = "cc", workdir: Path | None = None, quick: bool = False) -> MachineProfile:
+    """Measure this machine (about 2 s; ``quick`` uses smaller sizes for tests)."""
+    facts = hardware_facts()
+    cpus = facts["logical_cpus"]
+    thread_counts = sorted({1, cpus})
+    copy_bytes = (32 if quick else 256) * 1024**2
+    repeats = 3 if quick else 5
+    numpy_rate = measure_numpy_copy(copy_bytes, repeats)
+    c_rates = measure_c_copy(copy_bytes, repeats, thread_counts, cc, workdir or Path(tempfile.gettempdir()))
+    gemm_size = 512 if quick else 1024
+    gemm_rates, controlled = measure_gemm(gemm_size, thread_counts, repeats)
+    if c_rates:
+        bandwidth = tuple(sorted((t, max(r, numpy_rate) if t == 1 else r) for t, r in c_rates.items()))
+    else:
+        bandwidth = ((1, numpy_rate),)
+    return MachineProfile(
+        profile_id=profile_id(facts),
+        cpu_model=facts["cpu_model"],
+        cpu_flags=tuple(facts["cpu_flags"]),
+        logical_cpus=cpus,
+        vector_bits=facts["vector_bits"],
+        l1d_bytes=facts["l1d_bytes"],
+        l2_bytes=facts["l2_bytes"],
+        l3_bytes=facts["l3_bytes"],
+        copy_bandwidth_bytes_per_s=bandwidth,
+        numpy_copy_bandwidth_bytes_per_s=numpy_rate,
+        gemm_flops_per_s=tuple(sorted(gemm_rates.items())),
+        gemm_size=gemm_size,
+        bandwidth_source="c-loop" if c_rates else "numpy",
+        blas_threads_controlled=controlled,
+        openblas_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("OPENBLAS"))),
+        measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+
+
+def profile_path(cache_dir: Path, identifier: str) -> Path:
+    return Path(cache_dir) / "machine" / f"profile-{identifier}.json"
+
+
+def load_profile(path: Path, identifier: str) -> MachineProfile:
+    """Parse a stored profile; ValueError if it is corrupted or not this machine's."""
+    try:
+        profile = MachineProfile.from_json(json.loads(path.read_text()))
+    except (json.JSONDecodeError, TypeError, KeyError, UnicodeDecodeError) as error:
+        raise ValueError(f"does not parse ({error})") from None
+    if profile.profile_id != identifier or profile.schema != SCHEMA:
+        raise ValueError(f"holds profile {profile.profile_id} schema {profile.schema}, expected {identifier} schema {SCHEMA}")
+    if min(rate for _, rate in profile.copy_bandwidth_bytes_per_s + profile.gemm_flops_per_s) <= 0:
+        raise ValueError("holds a non-positive rate")
+    return profile
+
+
+def save_profile(profile: MachineProfile, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as stream:
+        json.dump(profile.to_json(), stream, indent=1)
+    os.replace(temporary, path)
+
+
+def machine_profile(cache_dir: Path | None = None, recalibrate: bool = False, cc: str = "cc", quick: bool = False) -> MachineProfile:
+    """This machine's profile: loaded from the cache, or measured and stored."""
+    if cache_dir is None:
+        from weft.config import config_from_env
+
+        config = config_from_env()
+        cache_dir, cc = config.cache_dir, config.cc
+    identifier = profile_id(hardware_facts())
+    path = profile_path(Path(cache_dir), identifier)
+    if path.exists() and not recalibrate:
+        try:
+            return load_profile(path, identifier)
+        except (ValueError, OSError) as error:
+            warnings.warn(f"machine profile {path} is corrupted: {error}; measuring again", stacklevel=2)
+    profile = calibrate(cc=cc, workdir=path.parent, quick=quick)
+    save_profile(profile, path)
+    return profile
