@@ -192,7 +192,7 @@ def run_kernel(kernel: Kernel, values: Mapping[str, np.ndarray], dtype: DType) -
     np_dtype = NUMPY_DTYPE[dtype]
     if kernel.fold is None:
         result = _Evaluator(values, env, kernel.output).expr(kernel.body)
-        return np.ascontiguousarray(np.broadcast_to(np.asarray(result, dtype=np_dtype), shape))
+        return np.array(np.broadcast_to(np.asarray(result, dtype=np_dtype), shape), order="C")  # keeps 0-d
     combine = FOLD_COMBINE[kernel.fold.combiner]
     accumulator = np.full(shape, fold_identity(kernel.fold.combiner, dtype), dtype=np_dtype)
     fold_ranges = [range(axis.extent) for axis in kernel.fold.axes]
@@ -202,7 +202,7 @@ def run_kernel(kernel: Kernel, values: Mapping[str, np.ndarray], dtype: DType) -
         local.update({name: np.int64(value) for name, value in zip(fold_names, point)})
         term = np.asarray(_Evaluator(values, local, kernel.output).expr(kernel.body), dtype=np_dtype)
         accumulator = np.asarray(combine(accumulator, term), dtype=np_dtype)
-    return np.ascontiguousarray(np.broadcast_to(accumulator, shape))
+    return np.array(np.broadcast_to(accumulator, shape), order="C")  # keeps 0-d
 
 
 def check_inputs(plan: Plan, arrays) -> list[np.ndarray]:
