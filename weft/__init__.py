@@ -18,3 +18,8 @@ __all__ = [
     "AxisError", "CompileError", "ConfigError", "DTypeError", "InputError", "ShapeError",
     "WeftError", "WeftIRError", "WorkloadError", "__version__",
 ]
+
+from weft import nn  # noqa: E402  (the front end: weft.trace / weft.spec / weft.nn)
+from weft.nn import spec, trace  # noqa: E402
+
+__all__ += ["nn", "spec", "trace"]

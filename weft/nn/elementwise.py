@@ -1,0 +1,341 @@
+"""Elementwise members with NumPy broadcasting, and the activations built from them.
+
+Each public function emits exactly one member whose body reads its operands
+through their (broadcast) index maps. Compound activations (GELU, SiLU) are one
+member each: their body is the whole formula, not a chain of members.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from weft.errors import DTypeError, ShapeError
+from weft.ir import (
+    Binary,
+    BinaryOp,
+    Cast,
+    Const,
+    DType,
+    Expr,
+    IndexConst,
+    IndexExpr,
+    Unary,
+    UnaryOp,
+    Where,
+)
+from weft.nn.tensor import Tensor, as_dtype, axes_for, axis_index, current_tracer
+
+Operand = Tensor | float | int | bool
+
+
+def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast rule; ``ShapeError`` naming the op and the shapes otherwise."""
+    rank = max((len(s) for s in shapes), default=0)
+    result = []
+    for position in range(rank):
+        extents = {s[position - rank + len(s)] for s in shapes if position - rank + len(s) >= 0}
+        extents.discard(1)
+        if len(extents) > 1:
+            listed = " and ".join(str(tuple(s)) for s in shapes)
+            raise ShapeError(
+                f"{op}: shapes {listed} do not broadcast (dimension {position - rank} has extents"
+                f" {sorted(extents)}); reshape or expand one operand so each dimension matches or is 1"
+            )
+        result.append(extents.pop() if extents else 1)
+    return tuple(result)
+
+
+def broadcast_read(tensor: Tensor, shape: tuple[int, ...], index: tuple[IndexExpr, ...]) -> Expr:
+    """Read ``tensor`` broadcast to ``shape`` at ``index`` (size-1 dims read position 0)."""
+    offset = len(shape) - tensor.ndim
+    own = tuple(
+        IndexConst(0) if extent == 1 and shape[offset + d] != 1 else index[offset + d]
+        for d, extent in enumerate(tensor.shape)
+    )
+    return tensor.read(own)
+
+
+def scalar_const(value: float | int | bool, like: DType, op: str) -> Const:
+    """A Python scalar as a constant of the tensor operand's dtype."""
+    if isinstance(value, bool | np.bool_):
+        if like is DType.BOOL:
+            return Const(bool(value), DType.BOOL)
+        return Const(float(value) if like.is_float else int(value), like)
+    if isinstance(value, int | np.integer):
+        if like is DType.BOOL:
+            raise DTypeError(f"{op}: cannot combine bool tensor with the number {value}; cast to float32 first")
+        return Const(float(value) if like.is_float else int(value), like)
+    if isinstance(value, float | np.floating):
+        if not like.is_float:
+            raise DTypeError(
+                f"{op}: cannot combine a {like.value} tensor with the float {value}; cast the tensor"
+                " with weft.nn.cast(x, 'float32') first"
+            )
+        return Const(float(value), DType.FLOAT32)
+    raise DTypeError(f"{op}: operands must be Tensors or Python numbers, got {type(value).__name__}")
+
+
+def elementwise(
+    op: str,
+    operands: Sequence[Operand],
+    body: Callable[..., Expr],
+    dtype: DType | None = None,
+    label: str | None = None,
+) -> Tensor:
+    """Emit one member: ``out[...] = body(*operand reads)`` over the broadcast shape.
+
+    Operand dtypes must agree (scalars take the tensors' dtype); ``dtype`` is the
+    result dtype (default: the operands')."""
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    if not tensors:
+        raise DTypeError(f"{op}: needs at least one Tensor operand")
+    tracer = current_tracer(*tensors)
+    kinds = {t.dtype for t in tensors}
+    if len(kinds) > 1:
+        described = " and ".join(f"{t.dtype.value}{t.shape}" for t in tensors)
+        raise DTypeError(f"{op}: operand dtypes differ ({described}); cast one with weft.nn.cast first")
+    like = tensors[0].dtype
+    shape = broadcast_shapes(op, *(t.shape for t in tensors))
+    axes = axes_for(shape)
+    index = axis_index(axes)
+    reads = [broadcast_read(o, shape, index) if isinstance(o, Tensor) else scalar_const(o, like, op)
+             for o in operands]
+    return tracer.emit(label or op, axes, body(*reads), dtype or like)
+
+
+def _need_float(op: str, *operands: Operand) -> None:
+    for operand in operands:
+        if isinstance(operand, Tensor) and not operand.dtype.is_float:
+            raise DTypeError(
+                f"{op}: needs float32 input, got {operand.dtype.value} of shape {operand.shape};"
+                " cast with weft.nn.cast(x, 'float32')"
+            )
+
+
+def _need_number(op: str, *operands: Operand) -> None:
+    for operand in operands:
+        if isinstance(operand, Tensor) and operand.dtype is DType.BOOL:
+            raise DTypeError(f"{op}: needs numbers, got bool of shape {operand.shape}; cast first")
+
+
+def _binary(op: BinaryOp, name: str, a: Operand, b: Operand, result: DType | None = None) -> Tensor:
+    _need_number(name, a, b)
+    return elementwise(name, (a, b), lambda x, y: Binary(op, x, y), result)
+
+
+def add(a: Operand, b: Operand) -> Tensor:
+    return _binary(BinaryOp.ADD, "add", a, b)
+
+
+def sub(a: Operand, b: Operand) -> Tensor:
+    return _binary(BinaryOp.SUB, "sub", a, b)
+
+
+def mul(a: Operand, b: Operand) -> Tensor:
+    return _binary(BinaryOp.MUL, "mul", a, b)
+
+
+def div(a: Operand, b: Operand) -> Tensor:
+    """True division for float32; integer operands divide truncating toward zero (C)."""
+    return _binary(BinaryOp.DIV, "div", a, b)
+
+
+def maximum(a: Operand, b: Operand) -> Tensor:
+    return _binary(BinaryOp.MAX, "maximum", a, b)
+
+
+def minimum(a: Operand, b: Operand) -> Tensor:
+    return _binary(BinaryOp.MIN, "minimum", a, b)
+
+
+def pow(a: Operand, b: Operand) -> Tensor:  # noqa: A001 (mirrors the ** operator)
+    """``a ** b`` for a small non-negative integer exponent: repeated multiplication."""
+    if isinstance(a, Tensor) and isinstance(b, int | float) and float(b).is_integer() and 0 <= b <= 8:
+        exponent = int(b)
+
+        def power(x: Expr) -> Expr:
+            if exponent == 0:
+                return Const(1.0 if a.dtype.is_float else 1, a.dtype)
+            result = x
+            for _step in range(exponent - 1):
+                result = Binary(BinaryOp.MUL, result, x)
+            return result
+
+        _need_number("pow", a)
+        return elementwise("pow", (a,), power)
+    if isinstance(a, Tensor) and b == 0.5:
+        return sqrt(a)
+    raise DTypeError("pow: only a Tensor raised to an integer power 0..8 (or 0.5) is supported; use exp/log")
+
+
+def square(x: Tensor) -> Tensor:
+    return pow(x, 2)
+
+
+def _compare(op: BinaryOp, name: str, a: Operand, b: Operand) -> Tensor:
+    return elementwise(name, (a, b), lambda x, y: Binary(op, x, y), DType.BOOL)
+
+
+def less(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.LT, "less", a, b)
+
+
+def less_equal(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.LE, "less_equal", a, b)
+
+
+def greater(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.GT, "greater", a, b)
+
+
+def greater_equal(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.GE, "greater_equal", a, b)
+
+
+def equal(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.EQ, "equal", a, b)
+
+
+def not_equal(a: Operand, b: Operand) -> Tensor:
+    return _compare(BinaryOp.NE, "not_equal", a, b)
+
+
+def _need_bool(op: str, *operands: Operand) -> None:
+    for operand in operands:
+        if isinstance(operand, Tensor) and operand.dtype is not DType.BOOL:
+            raise DTypeError(f"{op}: needs bool tensors, got {operand.dtype.value} of shape {operand.shape}")
+
+
+def logical_and(a: Operand, b: Operand) -> Tensor:
+    _need_bool("logical_and", a, b)
+    return elementwise("logical_and", (a, b), lambda x, y: Binary(BinaryOp.AND, x, y))
+
+
+def logical_or(a: Operand, b: Operand) -> Tensor:
+    _need_bool("logical_or", a, b)
+    return elementwise("logical_or", (a, b), lambda x, y: Binary(BinaryOp.OR, x, y))
+
+
+def logical_not(x: Tensor) -> Tensor:
+    _need_bool("logical_not", x)
+    return elementwise("logical_not", (x,), lambda v: Unary(UnaryOp.NOT, v))
+
+
+def where(condition: Tensor, a: Operand, b: Operand) -> Tensor:
+    """``a`` where ``condition`` holds, else ``b`` (all three broadcast)."""
+    if not isinstance(condition, Tensor) or condition.dtype is not DType.BOOL:
+        raise DTypeError("where: the condition must be a bool Tensor (e.g. x > 0)")
+    values = [o for o in (a, b) if isinstance(o, Tensor)]
+    like = values[0].dtype if values else DType.FLOAT32
+    if len({v.dtype for v in values}) > 1:
+        raise DTypeError(f"where: branch dtypes differ ({a.dtype.value} vs {b.dtype.value}); cast one first")
+    tracer = current_tracer(condition, *values)
+    shape = broadcast_shapes("where", condition.shape, *(v.shape for v in values))
+    axes = axes_for(shape)
+    index = axis_index(axes)
+
+    def read(operand: Operand) -> Expr:
+        if isinstance(operand, Tensor):
+            return broadcast_read(operand, shape, index)
+        return scalar_const(operand, like, "where")
+
+    body = Where(broadcast_read(condition, shape, index), read(a), read(b))
+    return tracer.emit("where", axes, body, like)
+
+
+def cast(x: Tensor, dtype: object) -> Tensor:
+    """Convert to ``dtype`` (float to int truncates toward zero, as C does)."""
+    target = as_dtype(dtype, "cast")
+    if target is x.dtype:
+        return x
+    return elementwise("cast", (x,), lambda v: Cast(v, target), target)
+
+
+def _unary(op: UnaryOp, x: Tensor, float_only: bool = True) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{op.value}: needs a Tensor, got {type(x).__name__}")
+    if float_only:
+        _need_float(op.value, x)
+    else:
+        _need_number(op.value, x)
+    return elementwise(op.value, (x,), lambda v: Unary(op, v))
+
+
+def neg(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.NEG, x, float_only=False)
+
+
+def abs(x: Tensor) -> Tensor:  # noqa: A001
+    return _unary(UnaryOp.ABS, x, float_only=False)
+
+
+def exp(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.EXP, x)
+
+
+def log(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.LOG, x)
+
+
+def sqrt(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.SQRT, x)
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.RSQRT, x)
+
+
+def tanh(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.TANH, x)
+
+
+def erf(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.ERF, x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return _unary(UnaryOp.SIGMOID, x)
+
+
+def _f(value: float) -> Const:
+    return Const(float(value))
+
+
+def mul_expr(*factors: Expr) -> Expr:
+    result = factors[0]
+    for factor in factors[1:]:
+        result = Binary(BinaryOp.MUL, result, factor)
+    return result
+
+
+def relu(x: Tensor) -> Tensor:
+    _need_float("relu", x)
+    return elementwise("relu", (x,), lambda v: Binary(BinaryOp.MAX, v, _f(0.0)))
+
+
+def silu(x: Tensor) -> Tensor:
+    """x * sigmoid(x), one member."""
+    _need_float("silu", x)
+    return elementwise("silu", (x,), lambda v: Binary(BinaryOp.MUL, v, Unary(UnaryOp.SIGMOID, v)))
+
+
+def gelu_expr(v: Expr, approximate: str = "none") -> Expr:
+    """GELU's body: erf form ``0.5x(1+erf(x/sqrt 2))`` or tanh form (PyTorch's 'tanh')."""
+    if approximate == "tanh":
+        cube = mul_expr(v, v, v)
+        inner = mul_expr(_f(math.sqrt(2.0 / math.pi)), Binary(BinaryOp.ADD, v, mul_expr(_f(0.044715), cube)))
+        return mul_expr(_f(0.5), v, Binary(BinaryOp.ADD, _f(1.0), Unary(UnaryOp.TANH, inner)))
+    if approximate == "none":
+        scaled = Binary(BinaryOp.MUL, v, _f(1.0 / math.sqrt(2.0)))
+        return mul_expr(_f(0.5), v, Binary(BinaryOp.ADD, _f(1.0), Unary(UnaryOp.ERF, scaled)))
+    raise DTypeError(f"gelu: approximate must be 'none' (erf) or 'tanh', got {approximate!r}")
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU as one member, erf form by default, tanh form with ``approximate='tanh'``."""
+    _need_float("gelu", x)
+    gelu_expr(_f(0.0), approximate)  # validate before emitting
+    return elementwise("gelu", (x,), lambda v: gelu_expr(v, approximate))

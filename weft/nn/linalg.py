@@ -1,0 +1,327 @@
+"""Contractions and index-heavy members: matmul, linear, attention, conv2d,
+embedding lookup and rotary embeddings.
+
+A contraction is one member whose fold sums a product of two loads; transposes
+and broadcasts of its operands live in the Load index maps. Attention is six
+members (DESIGN.md section 5)::
+
+    scores[b,h,i,j] = sum_d q[b,h,i,d] * k[b,h//g,j,d] * scale   (causal / bool mask: where(.., -inf))
+    max[b,h,i]      = max_j scores                               (float mask added here and in exp)
+    exp[b,h,i,j]    = exp(scores - max)
+    sum[b,h,i]      = sum_j exp
+    probs[b,h,i,j]  = exp / sum
+    out[b,h,i,e]    = sum_j probs * v[b,h//g,j,e]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from weft.errors import DTypeError, ShapeError
+from weft.ir import (
+    Axis,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Combiner,
+    Const,
+    DType,
+    Expr,
+    Fold,
+    IndexConst,
+    IndexExpr,
+    IndexOf,
+    IndexValue,
+    Unary,
+    UnaryOp,
+    Where,
+)
+from weft.nn.elementwise import add, broadcast_read, broadcast_shapes
+from weft.nn.tensor import Tensor, current_tracer
+from weft.nn.views import read_padded, transpose
+
+
+def _need_float(op: str, *tensors: Tensor | None) -> None:
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        if not isinstance(tensor, Tensor):
+            raise DTypeError(f"{op}: needs Tensors, got {type(tensor).__name__}")
+        if not tensor.dtype.is_float:
+            raise DTypeError(f"{op}: needs float32 operands, got {tensor.dtype.value} of shape {tensor.shape}")
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    return Binary(BinaryOp.MUL, a, b)
+
+
+def _batch_read(tensor: Tensor, batch: tuple[int, ...], batch_index: tuple[IndexExpr, ...],
+                rest: tuple[IndexExpr, ...]) -> Expr:
+    """Read ``tensor[*batch, *rest]`` with its leading dims broadcast to ``batch``."""
+    lead = tensor.shape[:tensor.ndim - len(rest)]
+    offset = len(batch) - len(lead)
+    own = tuple(
+        IndexConst(0) if n == 1 and batch[offset + d] != 1 else batch_index[offset + d]
+        for d, n in enumerate(lead)
+    )
+    return tensor.read(own + rest)
+
+
+def matmul(a: Tensor, b: Tensor, label: str = "matmul") -> Tensor:
+    """NumPy ``matmul``: 1-D operands, broadcast batch dims; one contraction member."""
+    _need_float("matmul", a, b)
+    current_tracer(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"matmul: operands must have at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    inner_a = a.shape[-1]
+    inner_b = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+    if inner_a != inner_b:
+        raise ShapeError(
+            f"matmul: shapes {a.shape} and {b.shape} do not fit: the last dim of the first ({inner_a})"
+            f" must equal the {'second-to-last' if b.ndim >= 2 else 'only'} dim of the second ({inner_b})"
+        )
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    batch_axes = tuple(Axis(f"b{n}", extent) for n, extent in enumerate(batch))
+    batch_index = tuple(AxisIndex(axis.name) for axis in batch_axes)
+    i, j, k = AxisIndex("i"), AxisIndex("j"), AxisIndex("k")
+    out_axes = batch_axes
+    if a.ndim >= 2:
+        out_axes += (Axis("i", a.shape[-2]),)
+    if b.ndim >= 2:
+        out_axes += (Axis("j", b.shape[-1]),)
+    left = _batch_read(a, batch, batch_index, (i, k) if a.ndim >= 2 else (k,))
+    right = _batch_read(b, batch, batch_index, (k, j) if b.ndim >= 2 else (k,))
+    fold = Fold((Axis("k", inner_a),), Combiner.SUM)
+    return a.tracer.emit(label, out_axes, _mul(left, right), DType.FLOAT32, fold)
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matmul of (B, M, K) by (B, K, N)."""
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise ShapeError(f"bmm: needs (B, M, K) and (B, K, N) with equal B, got shapes {a.shape} and {b.shape}")
+    return matmul(a, b, "bmm")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` with PyTorch's (out, in) weight: a contraction, plus an add for bias."""
+    _need_float("linear", x, weight, bias)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        raise ShapeError(
+            f"linear: input {x.shape} and weight {weight.shape} do not fit: weight must be"
+            f" (out_features, {x.shape[-1] if x.ndim else '?'})"
+        )
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ShapeError(f"linear: bias has shape {bias.shape}, expected ({weight.shape[0]},)")
+    out = matmul(x, transpose(weight), "linear")
+    return out if bias is None else add(out, bias)
+
+
+def attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: float | None = None,
+    mask: Tensor | None = None,
+    causal: bool = False,
+) -> Tensor:
+    """Scaled dot-product attention as six members (module docstring).
+
+    Shapes (*batch, H, T, D) with K/V heads dividing query heads (grouped-query:
+    query head h reads K/V head h // (Hq/Hkv)); or (T, D) with no heads. ``mask``
+    broadcasts to (*batch, Hq, Tq, Tk): bool keeps True positions, float is added
+    to the scores. ``causal`` keeps key j <= query i (PyTorch's top-left alignment).
+    """
+    _need_float("attention", q, k, v)
+    current_tracer(q, k, v, mask)
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise ShapeError(f"attention: q, k, v must have equal rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
+    heads = q.ndim >= 3
+    lead = q.shape[:-3] if heads else ()
+    if k.shape[:len(lead)] != lead or v.shape[:len(lead)] != lead:
+        raise ShapeError(f"attention: batch dims differ: q {q.shape}, k {k.shape}, v {v.shape}")
+    if k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2] or (heads and k.shape[-3] != v.shape[-3]):
+        raise ShapeError(
+            f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit: k needs q's head dim and"
+            " v needs k's sequence length and heads"
+        )
+    q_heads = q.shape[-3] if heads else 1
+    kv_heads = k.shape[-3] if heads else 1
+    if q_heads % kv_heads:
+        raise ShapeError(f"attention: {q_heads} query heads are not a multiple of {kv_heads} key/value heads"
+                         f" (q {q.shape}, k {k.shape})")
+    group = q_heads // kv_heads
+    tq, tk, depth, value_depth = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    scale = 1.0 / math.sqrt(depth) if scale is None else float(scale)
+
+    lead_axes = tuple(Axis(f"b{n}", extent) for n, extent in enumerate(lead))
+    head_axes = (Axis("h", q_heads),) if heads else ()
+    row_axes = lead_axes + head_axes + (Axis("i", tq),)
+    score_axes = row_axes + (Axis("j", tk),)
+    b = tuple(AxisIndex(a.name) for a in lead_axes)
+    h = (AxisIndex("h"),) if heads else ()
+    kv_h = ((AxisIndex("h") // group),) if heads else ()
+    i, j, d = AxisIndex("i"), AxisIndex("j"), AxisIndex("d")
+    rows = b + h + (i,)
+    scores_at = rows + (j,)
+
+    bool_mask = mask is not None and mask.dtype is DType.BOOL
+    if mask is not None:
+        if mask.dtype not in (DType.BOOL, DType.FLOAT32):
+            raise DTypeError(f"attention: mask must be bool or float32, got {mask.dtype.value}")
+        broadcast_shapes("attention mask", mask.shape, tuple(a.extent for a in score_axes))
+    term = _mul(_mul(q.read(rows + (d,)), k.read(b + kv_h + (j, d))), Const(scale))
+    keep: Expr | None = None
+    if causal:
+        keep = Binary(BinaryOp.LE, IndexValue(j), IndexValue(i))
+    if bool_mask:
+        mask_value = broadcast_read(mask, tuple(a.extent for a in score_axes), scores_at)
+        keep = mask_value if keep is None else Binary(BinaryOp.AND, keep, mask_value)
+    if keep is not None:
+        term = Where(keep, term, Const(-math.inf))
+    tracer = q.tracer
+    fold_d = Fold((Axis("d", depth),), Combiner.SUM)
+    scores = tracer.emit("attn_scores", score_axes, term, DType.FLOAT32, fold_d)
+
+    def masked(index: tuple[IndexExpr, ...]) -> Expr:
+        value = scores.read(index)
+        if mask is not None and not bool_mask:
+            extents = tuple(a.extent for a in score_axes)
+            value = Binary(BinaryOp.ADD, value, broadcast_read(mask, extents, index))
+        return value
+
+    fold_j = Fold((Axis("j", tk),), Combiner.SUM)
+    row_max = tracer.emit("attn_max", row_axes, masked(scores_at), DType.FLOAT32, Fold((Axis("j", tk),), Combiner.MAX))
+    exps = tracer.emit("attn_exp", score_axes, Unary(UnaryOp.EXP, Binary(BinaryOp.SUB, masked(scores_at),
+                                                                          row_max.read(rows))), DType.FLOAT32)
+    total = tracer.emit("attn_sum", row_axes, exps.read(scores_at), DType.FLOAT32, fold_j)
+    probs = tracer.emit("attn_probs", score_axes, Binary(BinaryOp.DIV, exps.read(scores_at), total.read(rows)),
+                        DType.FLOAT32)
+    out_axes = row_axes + (Axis("e", value_depth),)
+    body = _mul(probs.read(scores_at), v.read(b + kv_h + (j, AxisIndex("e"))))
+    return tracer.emit("attn_out", out_axes, body, DType.FLOAT32, fold_j)
+
+
+def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(n, int) for n in pair):
+        raise ShapeError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    dilation: int | Sequence[int] = 1,
+) -> Tensor:
+    """2-D convolution, NCHW input and (O, C, KH, KW) weight: one contraction member
+    folding (c, ky, kx); the halo reads through a zero-padded Load. Bias adds a member."""
+    _need_float("conv2d", x, weight, bias)
+    if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
+        raise ShapeError(
+            f"conv2d: input {x.shape} and weight {weight.shape} do not fit: need (N, C, H, W)"
+            " and (O, C, KH, KW) with the same C"
+        )
+    (sy, sx), (py, px), (dy, dx) = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
+    if min(sy, sx, dy, dx) < 1 or min(py, px) < 0:
+        raise ShapeError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got {stride}, {dilation}, {padding}")
+    n, c, height, width = x.shape
+    out_channels, _, kh, kw = weight.shape
+    out_h = (height + 2 * py - dy * (kh - 1) - 1) // sy + 1
+    out_w = (width + 2 * px - dx * (kw - 1) - 1) // sx + 1
+    if out_h < 1 or out_w < 1:
+        raise ShapeError(f"conv2d: kernel {weight.shape[2:]} is larger than the padded input {x.shape[2:]}")
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(f"conv2d: bias has shape {bias.shape}, expected ({out_channels},)")
+    current_tracer(x, weight, bias)
+    axes = (Axis("n", n), Axis("o", out_channels), Axis("y", out_h), Axis("x", out_w))
+    fold = Fold((Axis("c", c), Axis("ky", kh), Axis("kx", kw)), Combiner.SUM)
+    ci, ky, kx = AxisIndex("c"), AxisIndex("ky"), AxisIndex("kx")
+    row = AxisIndex("y") * sy + ky * dy - py
+    col = AxisIndex("x") * sx + kx * dx - px
+    index = (AxisIndex("n"), ci, row, col)
+    pixel = read_padded(x, index) if py or px else x.read(index)
+    body = _mul(pixel, weight.read((AxisIndex("o"), ci, ky, kx)))
+    out = x.tracer.emit("conv2d", axes, body, DType.FLOAT32, fold)
+    if bias is None:
+        return out
+    from weft.nn.views import reshape
+
+    return add(out, reshape(bias, (out_channels, 1, 1)))
+
+
+def embedding(ids: Tensor, table: Tensor) -> Tensor:
+    """Rows of ``table`` (V, D) picked by integer ``ids`` (...): one gather member."""
+    if not isinstance(ids, Tensor) or not ids.dtype.is_int:
+        raise DTypeError(f"embedding: ids must be an int32/int64 Tensor, got {getattr(ids, 'dtype', ids)}")
+    _need_float("embedding", table)
+    if table.ndim != 2:
+        raise ShapeError(f"embedding: table must be (vocab, dim), got shape {table.shape}; ids {ids.shape}")
+    current_tracer(ids, table)
+    axes = tuple(Axis(f"i{n}", extent) for n, extent in enumerate(ids.shape)) + (Axis("e", table.shape[1]),)
+    token = ids.read(tuple(AxisIndex(a.name) for a in axes[:-1]))
+    return ids.tracer.emit("embedding", axes, table.read((IndexOf(token), AxisIndex("e"))), DType.FLOAT32)
+
+
+def _rope_check(op: str, x: Tensor, tables: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]) -> None:
+    _need_float(op, x, *tables)
+    current_tracer(x, *tables)
+    for table, shape in zip(tables, shapes):
+        if table.shape != shape:
+            raise ShapeError(f"{op}: table shape {table.shape} does not fit input {x.shape}: expected {shape}")
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
+    """Rotary embedding over (..., T, D) with (T, D/2) cos/sin tables; one member.
+
+    Default pairs dim d with d + D/2 (rotate-half: Llama, Qwen); ``interleaved``
+    pairs 2p with 2p+1 (GPT-J, SAM)."""
+    if x.ndim < 2 or x.shape[-1] % 2:
+        raise ShapeError(f"rope: input must be (..., T, D) with even D, got shape {x.shape}")
+    tokens, depth = x.shape[-2:]
+    half = depth // 2
+    _rope_check("rope", x, (cos, sin), ((tokens, half), (tokens, half)))
+    axes = tuple(Axis(f"i{n}", extent) for n, extent in enumerate(x.shape))
+    index = tuple(AxisIndex(a.name) for a in axes)
+    t, d = index[-2], index[-1]
+    if interleaved:
+        pair, partner = d // 2, (d // 2) * 2 + (d + 1) % 2
+        first = Binary(BinaryOp.EQ, IndexValue(d % 2), Const(0, DType.INT64))
+    else:
+        pair, partner = d % half, (d + half) % depth
+        first = Binary(BinaryOp.LT, IndexValue(d), Const(half, DType.INT64))
+    other = x.read(index[:-1] + (partner,))
+    rotated = Where(first, Unary(UnaryOp.NEG, other), other)
+    body = Binary(BinaryOp.ADD, _mul(x.read(index), cos.read((t, pair))), _mul(rotated, sin.read((t, pair))))
+    return x.tracer.emit("rope", axes, body, DType.FLOAT32)
+
+
+def rope_2d(x: Tensor, cos_col: Tensor, sin_col: Tensor, cos_row: Tensor, sin_row: Tensor) -> Tensor:
+    """Axial 2-D rotary embedding (SAM 2/3 image encoder) over (..., H*W, D); one member.
+
+    Interleaved pairs; pair p < D/4 rotates by the token's column (tables (W, D/4)),
+    pair p >= D/4 by its row (tables (H, D/4)); token t sits at row t // W, column t % W."""
+    if x.ndim < 2 or x.shape[-1] % 4:
+        raise ShapeError(f"rope_2d: input must be (..., H*W, D) with D divisible by 4, got shape {x.shape}")
+    quarter = x.shape[-1] // 4
+    height, width = cos_row.shape[0], cos_col.shape[0]
+    if height * width != x.shape[-2]:
+        raise ShapeError(f"rope_2d: tables for a {height}x{width} grid do not fit {x.shape[-2]} tokens ({x.shape})")
+    shapes = ((width, quarter),) * 2 + ((height, quarter),) * 2
+    _rope_check("rope_2d", x, (cos_col, sin_col, cos_row, sin_row), shapes)
+    axes = tuple(Axis(f"i{n}", extent) for n, extent in enumerate(x.shape))
+    index = tuple(AxisIndex(a.name) for a in axes)
+    t, d = index[-2], index[-1]
+    pair = d // 2
+    is_col = Binary(BinaryOp.LT, IndexValue(pair), Const(quarter, DType.INT64))
+    col_at, row_at = (t % width, pair % quarter), (t // width, pair % quarter)
+    cos = Where(is_col, cos_col.read(col_at), cos_row.read(row_at))
+    sin = Where(is_col, sin_col.read(col_at), sin_row.read(row_at))
+    other = x.read(index[:-1] + ((d // 2) * 2 + (d + 1) % 2,))
+    first = Binary(BinaryOp.EQ, IndexValue(d % 2), Const(0, DType.INT64))
+    rotated = Where(first, Unary(UnaryOp.NEG, other), other)
+    body = Binary(BinaryOp.ADD, _mul(x.read(index), cos), _mul(rotated, sin))
+    return x.tracer.emit("rope2d", axes, body, DType.FLOAT32)

@@ -1,0 +1,264 @@
+"""Reductions and the normalisations built from them, as plain members.
+
+A reduction is one member with a fold. ``mean`` folds ``x * (1/N)`` (the scale is
+carried by each term) so it stays one member instead of a sum plus a divide; the
+rounding differs from sum-then-divide by about one ulp per term, and not at all
+when N is a power of two.
+
+Member shapes (what the composition engine sees), for rows r and reduced axis j::
+
+    softmax:     max[r] = max_j x;  exp[r,j] = exp(x - max);  sum[r] = sum_j exp;  out = exp / sum
+    layer_norm:  mean[r] = sum_j x*(1/N);  centered = x - mean;
+                 var[r] = sum_j centered*centered*(1/N);  out = centered * rsqrt(var + eps) * w + b
+    rms_norm:    ms[r] = sum_j x*x*(1/N);  out = x * rsqrt(ms + eps) * w
+    cross_entropy: max[r];  sumexp[r] = sum_j exp(x - max);
+                 loss[r] = (log(sumexp) + max) - x[r, target[r]];  mean = sum_r loss*(1/R)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from weft.errors import DTypeError, ShapeError
+from weft.ir import (
+    Axis,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Combiner,
+    Const,
+    DType,
+    Expr,
+    Fold,
+    IndexExpr,
+    IndexOf,
+    Unary,
+    UnaryOp,
+)
+from weft.nn.elementwise import mul_expr
+from weft.nn.tensor import Tensor, axis_index, current_tracer
+from weft.nn.views import normalize_axes
+
+
+def _sub(a: Expr, b: Expr) -> Expr:
+    return Binary(BinaryOp.SUB, a, b)
+
+
+def _need_float(op: str, x: Tensor) -> None:
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{op}: needs a Tensor, got {type(x).__name__}")
+    if not x.dtype.is_float:
+        raise DTypeError(f"{op}: needs float32 input, got {x.dtype.value} of shape {x.shape}; cast first")
+
+
+def reduce(
+    op: str,
+    x: Tensor,
+    axes: int | Sequence[int] | None,
+    combiner: Combiner,
+    keepdims: bool = False,
+    term: Callable[[Expr], Expr] = lambda value: value,
+    label: str | None = None,
+) -> Tensor:
+    """One member folding ``term(x)`` over ``axes`` with ``combiner``."""
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"{op}: needs a Tensor, got {type(x).__name__}")
+    if x.dtype is DType.BOOL:
+        raise DTypeError(f"{op}: cannot reduce bool values of shape {x.shape}; cast to float32 or int first")
+    reduced = normalize_axes(op, axes, x.shape)
+    tracer = current_tracer(x)
+    out_axes: list[Axis] = []
+    fold_axes: list[Axis] = []
+    index: list[IndexExpr] = []
+    for d, extent in enumerate(x.shape):
+        if d in reduced:
+            fold_axes.append(Axis(f"r{d}", extent))
+            index.append(AxisIndex(f"r{d}"))
+            if keepdims:
+                out_axes.append(Axis(f"i{d}", 1))
+        else:
+            out_axes.append(Axis(f"i{d}", extent))
+            index.append(AxisIndex(f"i{d}"))
+    body = term(x.read(tuple(index)))
+    fold = Fold(tuple(fold_axes), combiner) if fold_axes else None
+    return tracer.emit(label or op, out_axes, body, x.dtype, fold)
+
+
+def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return reduce("sum", x, axis, Combiner.SUM, keepdims)
+
+
+def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return reduce("max", x, axis, Combiner.MAX, keepdims)
+
+
+def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return reduce("min", x, axis, Combiner.MIN, keepdims)
+
+
+def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    """One member: ``sum_axes x * (1/N)``."""
+    _need_float("mean", x)
+    count = 1
+    for d in normalize_axes("mean", axis, x.shape):
+        count *= x.shape[d]
+    return reduce("mean", x, axis, Combiner.SUM, keepdims, lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / count)))
+
+
+class _Rows:
+    """Helpers for ops that fold ``reduced`` dims of ``x`` (each "row" is the rest).
+
+    Output axes keep ``x``'s dim order, so softmax over a middle axis needs no
+    transpose and no copy."""
+
+    def __init__(self, x: Tensor, reduced: Sequence[int]):
+        self.x = x
+        self.reduced = tuple(reduced)
+        self.tail = tuple(x.shape[d] for d in self.reduced)
+        self.count = 1
+        for extent in self.tail:
+            self.count *= extent
+        self.full_axes = tuple(Axis(f"i{d}", n) for d, n in enumerate(x.shape))
+        self.row_axes = tuple(a for d, a in enumerate(self.full_axes) if d not in self.reduced)
+        self.fold_axes = tuple(Axis(f"r{d}", x.shape[d]) for d in self.reduced)
+
+    def full_index(self, over_fold: bool) -> tuple[IndexExpr, ...]:
+        return tuple(
+            AxisIndex(f"r{d}" if over_fold and d in self.reduced else f"i{d}") for d in range(self.x.ndim)
+        )
+
+    def column_index(self) -> tuple[IndexExpr, ...]:
+        return tuple(AxisIndex(f"i{d}") for d in self.reduced)
+
+    def emit_row(self, label: str, body: Expr, combiner: Combiner) -> Tensor:
+        fold = Fold(self.fold_axes, combiner)
+        return self.x.tracer.emit(label, self.row_axes, body, self.x.dtype, fold)
+
+    def emit_full(self, label: str, body: Expr) -> Tensor:
+        return self.x.tracer.emit(label, self.full_axes, body, self.x.dtype)
+
+    def row(self, tensor: Tensor) -> Expr:
+        return tensor.read(axis_index(self.row_axes))
+
+
+def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Four members: row max, exp(x - max), row sum, divide."""
+    _need_float("softmax", x)
+    rows = _Rows(x, normalize_axes("softmax", axis, x.shape))
+    row_max = rows.emit_row("softmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
+    exps = rows.emit_full("softmax_exp", Unary(UnaryOp.EXP, shifted))
+    total = rows.emit_row("softmax_sum", exps.read(rows.full_index(True)), Combiner.SUM)
+    out = rows.emit_full("softmax", Binary(BinaryOp.DIV, exps.read(rows.full_index(False)), rows.row(total)))
+    return out
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Three members: row max, row sum of exp(x - max), (x - max) - log(sum)."""
+    _need_float("log_softmax", x)
+    rows = _Rows(x, normalize_axes("log_softmax", axis, x.shape))
+    row_max = rows.emit_row("logsoftmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    terms = Unary(UnaryOp.EXP, _sub(x.read(rows.full_index(True)), rows.row(row_max)))
+    total = rows.emit_row("logsoftmax_sumexp", terms, Combiner.SUM)
+    shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
+    out = rows.emit_full("log_softmax", _sub(shifted, Unary(UnaryOp.LOG, rows.row(total))))
+    return out
+
+
+def _normalized_dims(op: str, x: Tensor, normalized_shape: int | Sequence[int] | None) -> int:
+    if normalized_shape is None:
+        return 1
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise ShapeError(f"{op}: normalized_shape {shape} does not match the trailing dims of input {x.shape}")
+    return len(shape)
+
+
+def _affine_params(op: str, rows: _Rows, value: Expr, weight: Tensor | None, bias: Tensor | None) -> Expr:
+    """``value * weight + bias`` with weight and bias broadcast over the normalised dims."""
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is None:
+            continue
+        if not isinstance(param, Tensor) or param.shape != rows.tail:
+            shape = getattr(param, "shape", type(param).__name__)
+            raise ShapeError(f"{op}: {name} has shape {shape} but the normalised dims of the input are {rows.tail}")
+        _need_float(op, param)
+    columns = rows.column_index()
+    if weight is not None:
+        value = Binary(BinaryOp.MUL, value, weight.read(columns))
+    if bias is not None:
+        value = Binary(BinaryOp.ADD, value, bias.read(columns))
+    return value
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape: int | Sequence[int] | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Layer norm over the trailing dims (default: the last). Four members:
+    mean, centered, variance, normalised output (see the module docstring)."""
+    _need_float("layer_norm", x)
+    if normalized_shape is None and weight is not None:
+        normalized_shape = weight.shape
+    rows = _Rows(x, _trailing(x, _normalized_dims("layer_norm", x, normalized_shape)))
+    scale = Const(1.0 / rows.count)
+    mean_ = rows.emit_row("ln_mean", Binary(BinaryOp.MUL, x.read(rows.full_index(True)), scale), Combiner.SUM)
+    centered = rows.emit_full("ln_centered", _sub(x.read(rows.full_index(False)), rows.row(mean_)))
+    deviation = centered.read(rows.full_index(True))
+    var = rows.emit_row("ln_var", mul_expr(deviation, deviation, scale), Combiner.SUM)
+    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(var), Const(float(eps))))
+    normalised = Binary(BinaryOp.MUL, centered.read(rows.full_index(False)), inverse)
+    return rows.emit_full("layer_norm", _affine_params("layer_norm", rows, normalised, weight, bias))
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """RMSNorm over the last dim. Two members: mean square, ``x * rsqrt(ms + eps) * w``."""
+    _need_float("rms_norm", x)
+    rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
+    value = x.read(rows.full_index(True))
+    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(1.0 / rows.count)), Combiner.SUM)
+    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
+    normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
+    return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))
+
+
+def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits (..., V) against integer class targets (...).
+
+    Members: row max, row sum of exp, per-row loss ``log(sumexp) + max - x[target]``
+    (a gather through ``IndexOf``), and for ``mean``/``sum`` one fold over the rows."""
+    _need_float("cross_entropy", logits)
+    if not isinstance(targets, Tensor) or not targets.dtype.is_int:
+        got = getattr(targets, "dtype", None)
+        raise DTypeError(
+            f"cross_entropy: targets must be an int32/int64 Tensor of class indices, got"
+            f" {got.value if got else type(targets).__name__}"
+        )
+    if logits.ndim < 1 or targets.shape != logits.shape[:-1]:
+        raise ShapeError(
+            f"cross_entropy: logits {logits.shape} and targets {targets.shape} do not fit;"
+            " targets must have the logits' shape without the class dimension"
+        )
+    if reduction not in ("mean", "sum", "none"):
+        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    current_tracer(logits, targets)
+    rows = _Rows(logits, _trailing(logits, 1))
+    row_max = rows.emit_row("ce_max", logits.read(rows.full_index(True)), Combiner.MAX)
+    terms = Unary(UnaryOp.EXP, _sub(logits.read(rows.full_index(True)), rows.row(row_max)))
+    total = rows.emit_row("ce_sumexp", terms, Combiner.SUM)
+    row_index = axis_index(rows.row_axes)
+    target_logit = logits.read(row_index + (IndexOf(targets.read(row_index)),))
+    log_total = Binary(BinaryOp.ADD, Unary(UnaryOp.LOG, rows.row(total)), rows.row(row_max))
+    loss = logits.tracer.emit("ce_loss", rows.row_axes, _sub(log_total, target_logit), DType.FLOAT32)
+    if reduction == "none" or not rows.row_axes:
+        return loss
+    term = (lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / loss.size))) if reduction == "mean" else (lambda v: v)
+    return reduce("cross_entropy", loss, None, Combiner.SUM, term=term, label=f"ce_{reduction}")
+
