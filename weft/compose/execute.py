@@ -121,11 +121,10 @@ def _run_region(plan, region: Region, values, tile, block, online: OnlineFold | 
         for name in region.members:
             values[name] = run_kernel(kernels[name], values, buffers[name].dtype)
         return
-    private = set(region.private)
+    private = set(region.members)  # every member's tile lives in scratch; outputs are also copied out
     tile_of = dict(region.tile_axes)
     extent = next(axis.extent for axis in anchor.axes if axis.name == tile_of[anchor.output])
-    output = np.empty(buffers[anchor.output].shape, NUMPY_DTYPE[buffers[anchor.output].dtype])
-    anchor_position = [axis.name for axis in anchor.axes].index(tile_of[anchor.output])
+    outputs = {name: np.empty(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in region.outputs}
     skipped = _skipped_members(plan, region, online)
     for start in range(0, extent, tile):
         size = min(tile, extent - start)
@@ -147,11 +146,11 @@ def _run_region(plan, region: Region, values, tile, block, online: OnlineFold | 
                 result = run_kernel(restricted, local_values, buffers[name].dtype)
                 scratch[name] = result
             report.peak_scratch_bytes = max(report.peak_scratch_bytes, sum(a.nbytes for a in scratch.values()))
-            if name == anchor.output:
-                where = [slice(None)] * output.ndim
-                where[anchor_position] = slice(start, start + size)
-                output[tuple(where)] = result
-    values[anchor.output] = output
+            if name in outputs:
+                where = [slice(None)] * result.ndim
+                where[[axis.name for axis in kernels[name].axes].index(tile_of[name])] = slice(start, start + size)
+                outputs[name][tuple(where)] = result
+    values.update(outputs)
 
 
 class _Overlay(dict):
@@ -202,17 +201,13 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
     kernels = {kernel.output: kernel for kernel in plan.kernels}
     buffers = plan.buffer_map()
     tile_of = dict(region.tile_axes)
-    private = set(region.private)
+    private = set(region.members)
     streamed = _streamed(plan, region, online)
     reference = kernels[online.reference]
     dtype = NUMPY_DTYPE[buffers[online.reference].dtype]
-    extremum = weft_max if online.reference_combiner is Combiner.MAX else weft_min
-    reduce_ref = np.max if online.reference_combiner is Combiner.MAX else np.min
-    running = np.full(
-        _tile_shape(reference, tile_of, size),
-        -np.inf if online.reference_combiner is Combiner.MAX else np.inf,
-        dtype,
-    )
+    combine, reduce_block = _COMBINE[online.reference_combiner]
+    identity = {Combiner.SUM: 0.0, Combiner.MAX: -np.inf, Combiner.MIN: np.inf}[online.reference_combiner]
+    running = np.full(_tile_shape(reference, tile_of, size), identity, dtype)
     accumulators = {}
     for dependent in online.dependents:
         kernel = kernels[dependent.member]
@@ -248,7 +243,7 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
             scratch[name] = run_kernel(restricted, values, buffers[name].dtype)
         block_terms = evaluate(online.reference, online.reference_term, online.reference_axis, j_start, j_size)
         previous = running
-        running = extremum(previous, reduce_ref(block_terms, axis=-1)).astype(dtype)
+        running = combine(previous, reduce_block(block_terms, axis=-1, dtype=dtype)).astype(dtype)
         for dependent in online.dependents:
             accumulator = accumulators[dependent.member]
             if dependent.exponent is not None:
@@ -283,6 +278,13 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
         for sign, expr in dependent.offsets:
             result = result + sign * evaluate(dependent.member, expr, None, 0, 0)
         scratch[dependent.member] = result.astype(dtype)
+
+
+_COMBINE = {
+    Combiner.SUM: (np.add, np.sum),
+    Combiner.MAX: (weft_max, lambda a, axis, dtype: np.max(a, axis=axis)),
+    Combiner.MIN: (weft_min, lambda a, axis, dtype: np.min(a, axis=axis)),
+}
 
 
 def _tile_shape(kernel: Kernel, tile_of: dict[str, str], size: int) -> tuple[int, ...]:

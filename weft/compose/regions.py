@@ -150,12 +150,13 @@ def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Gr
         if available is not None and name not in available:
             refusals.append(Refusal(name, anchor, "already in another region"))
             continue
-        outside = [reader for reader in readers.get(name, ()) if reader not in members]
+        # The plan's caller reads only after every region has run, so a plan output
+        # may join as an extra output of the region; a member outside may not.
+        outside = [reader for reader in readers.get(name, ()) if reader not in members and reader != OUTSIDE]
         if outside:
-            who = "the plan's caller" if outside[0] == OUTSIDE else outside[0]
-            refusals.append(Refusal(name, anchor, f"a reader outside: {who}"))
+            refusals.append(Refusal(name, anchor, f"a reader outside: {', '.join(outside)}"))
             continue
-        region_readers = tuple(kernels[r] for r in readers[name])
+        region_readers = tuple(kernels[r] for r in readers[name] if r != OUTSIDE)
         surviving: dict[str, dict[str, str]] = {}
         reasons: list[str] = []
         for anchor_axis, tile_of in options.items():
@@ -184,7 +185,10 @@ def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options:
     inside = set(members)
     ordered = tuple(kernel.output for kernel in plan.kernels if kernel.output in inside)
     anchor = members[0]
-    anchor_axes = tuple(axis.name for axis in kernels[anchor].axes if axis.name in options)
+    # Preferred tile axis first: the longest common axis (ties: the innermost), so
+    # attention tiles over queries rather than over a batch axis of extent 1.
+    common = [(axis.extent, position, axis.name) for position, axis in enumerate(kernels[anchor].axes) if axis.name in options]
+    anchor_axes = tuple(name for _, _, name in sorted(common, reverse=True))
     tile_of = options[anchor_axes[0]] if anchor_axes else {}
     reads: dict[str, None] = {}
     for name in ordered:
@@ -196,7 +200,7 @@ def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options:
         members=ordered,
         tile_axes=tuple((name, tile_of[name]) for name in ordered if name in tile_of),
         anchor_axes=anchor_axes,
-        private=tuple(name for name in ordered if name != anchor),
+        private=tuple(name for name in ordered if name != anchor and name not in plan.outputs),
         inputs=tuple(reads),
-        outputs=(anchor,),
+        outputs=tuple(name for name in ordered if name == anchor or name in plan.outputs),
     )
