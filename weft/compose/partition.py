@@ -100,7 +100,8 @@ def _unfused_reasons(
             continue
         reasons: list[str] = []
         if policy == "off":
-            reasons.append("fusion='off'")
+            result.append((kernel.output, ("fusion='off'",)))
+            continue
         for refusal in refusals.get(kernel.output, []):
             if refusal.reason != "already in another region":
                 reasons.append(f"refused by {refusal.anchor}: {refusal.reason}")

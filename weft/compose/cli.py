@@ -1,0 +1,56 @@
+"""``weft explain WORKLOAD``: print the regions the engine forms for a workload, and why.
+
+    weft explain attention --contract inference --set tokens=256
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from weft.compose.explain import explain_plan
+from weft.compose.partition import POLICIES
+from weft.config import CONTRACTS
+from weft.errors import WorkloadError
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    """``k=v`` -> (k, int | float | bool | str): workload parameters from the command line."""
+    if "=" not in text:
+        raise WorkloadError(f"--set {text!r}: expected KEY=VALUE, e.g. --set tokens=256")
+    key, value = text.split("=", 1)
+    for convert in (int, float):
+        try:
+            return key.strip(), convert(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return key.strip(), value.lower() == "true"
+    return key.strip(), value
+
+
+def load_workload_plan(name: str, params: dict):
+    try:
+        workloads = importlib.import_module("weft.workloads")
+    except ModuleNotFoundError as error:
+        raise WorkloadError(f"weft explain {name}: the workload library (weft.workloads) is not available") from error
+    return workloads.get_workload(name).plan(**params)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    params = dict(parse_setting(text) for text in args.set or ())
+    plan = load_workload_plan(args.workload, params)
+    print(explain_plan(plan, policy=args.fusion, contract=args.contract).text())
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "explain",
+        help="show anchors, candidate regions, the chosen regions, the rewrite and every member left unfused",
+    )
+    parser.add_argument("workload", help="a workload name (see `weft workloads`)")
+    parser.add_argument("--contract", choices=CONTRACTS, default="strict")
+    parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
+    parser.set_defaults(handler=run_explain)

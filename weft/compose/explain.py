@@ -1,0 +1,119 @@
+"""The explanation of a partition: what grew from where, what fused, what did not and why.
+
+    plan attention: 6 members, 1 region (policy greedy, contract inference)
+    anchor o
+      candidates: [o] -> [p o] -> [l p o] -> [e l p o] -> [m e l p o] -> [s m e l p o]
+      chosen: s m e l p o  (tile axis i; private s, m, e, l, p)  signature 3f2a...
+      rewrite: one pass over j1:16 replaces 3 folds; running max m; ...
+    unfused: (none)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from weft.compose.partition import Partition, choose_regions
+from weft.compose.regions import Region
+from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
+from weft.compose.signature import region_signature
+from weft.ir import Plan
+
+
+@dataclass(frozen=True, slots=True)
+class RegionReport:
+    region: Region
+    candidates: tuple[tuple[str, ...], ...]
+    signature: str
+    rewrite: OnlineFold | RewriteRefusal | None
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Everything ``explain`` prints, as data (tests inspect this, not the text)."""
+
+    plan_name: str
+    member_count: int
+    partition: Partition
+    reports: tuple[RegionReport, ...]
+
+    def report_for(self, anchor: str) -> RegionReport:
+        for report in self.reports:
+            if report.region.anchor == anchor:
+                return report
+        raise KeyError(anchor)
+
+    def rewrites(self) -> tuple[OnlineFold, ...]:
+        return tuple(r.rewrite for r in self.reports if isinstance(r.rewrite, OnlineFold))
+
+    def text(self) -> str:
+        return format_explanation(self)
+
+
+def explain_partition(plan: Plan, partition: Partition) -> Explanation:
+    growths = {growth.anchor: growth for growth in partition.growths}
+    reports = []
+    for region in partition.regions:
+        growth = growths.get(region.anchor)
+        candidates = tuple(c.members for c in growth.candidates) if growth else (region.members,)
+        rewrite = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
+        reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite))
+    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports))
+
+
+def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict") -> Explanation:
+    """Choose regions for ``plan`` and explain them."""
+    return explain_partition(plan, choose_regions(plan, policy, contract))
+
+
+def _short(members: tuple[str, ...]) -> str:
+    return "[" + " ".join(members) + "]"
+
+
+def format_explanation(explanation: Explanation) -> str:
+    partition = explanation.partition
+    fused = partition.fused
+    lines = [
+        f"plan {explanation.plan_name}: {explanation.member_count} members, {len(partition.regions)} region(s),"
+        f" {len(fused)} fused (policy {partition.policy}, contract {partition.contract})"
+    ]
+    for report in explanation.reports:
+        region = report.region
+        if not region.is_fused and len(report.candidates) < 2:
+            continue
+        lines.append(f"anchor {region.anchor}")
+        lines.append(f"  candidates: {' -> '.join(_short(c) for c in report.candidates)}")
+        if not region.is_fused:
+            lines.append(f"  chosen: {region.anchor} alone (fusion={partition.policy!r})")
+            continue
+        tile = region.tile_axis or "-"
+        extra = [name for name in region.outputs if name != region.anchor]
+        details = f"tile axis {tile}"
+        if region.private:
+            details += f"; private {', '.join(region.private)}"
+        if extra:
+            details += f"; also outputs {', '.join(extra)}"
+        lines.append(f"  chosen: {' '.join(region.members)}  ({details})  signature {report.signature}")
+        tiles = ", ".join(f"{member}.{axis}" for member, axis in region.tile_axes)
+        lines.append(f"  tile axis per member: {tiles}")
+        match report.rewrite:
+            case OnlineFold() as online:
+                lines.append(f"  rewrite: fired: {online.describe()}")
+            case RewriteRefusal(reason=reason, applicable=True):
+                lines.append(f"  rewrite: not applied: {reason}")
+            case RewriteRefusal(reason=reason):
+                lines.append(f"  rewrite: does not apply: {reason}")
+            case None:
+                lines.append("  rewrite: no fold reads another fold over its axis")
+    strict_refused = [
+        report.region.anchor for report in explanation.reports
+        if isinstance(report.rewrite, RewriteRefusal) and report.rewrite.applicable
+    ]
+    lines.append("unfused members:" if partition.unfused else "unfused members: none")
+    for member, reasons in partition.unfused:
+        lines.append(f"  {member}: " + "; ".join(reasons))
+    if strict_refused:
+        lines.append(
+            f"rewrite left out under {partition.contract}: regions {', '.join(strict_refused)}"
+            " (Strict forbids the rewrite; compile with contract='inference' to allow it)"
+        )
+    return "\n".join(lines)
