@@ -44,7 +44,15 @@ from weft.nn.elementwise import (
 from weft.nn.linalg import attention, bmm, conv2d, embedding, linear, matmul, rope, rope_2d
 from weft.nn.optim import adam_step
 from weft.nn.reduce import cross_entropy, layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
-from weft.nn.tensor import Spec, Tensor, TraceError, name_scope, spec, trace
+from weft.nn.tensor import (
+    Spec,
+    Tensor,
+    TraceError,
+    _install_methods,  # noqa: E402  (Tensor operators delegate here)
+    name_scope,
+    spec,
+    trace,
+)
 from weft.nn.views import (
     broadcast_to,
     concat,
@@ -61,8 +69,76 @@ from weft.nn.views import (
     window_unpartition,
 )
 
-from weft.nn.tensor import _install_methods  # noqa: E402  (Tensor operators delegate here)
-
 _install_methods()
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "Spec",
+    "Tensor",
+    "TraceError",
+    "abs",
+    "adam_step",
+    "add",
+    "attention",
+    "bmm",
+    "broadcast_shapes",
+    "broadcast_to",
+    "cast",
+    "concat",
+    "conv2d",
+    "cross_entropy",
+    "div",
+    "embedding",
+    "equal",
+    "erf",
+    "exp",
+    "expand",
+    "flatten",
+    "gelu",
+    "getitem",
+    "greater",
+    "greater_equal",
+    "layer_norm",
+    "less",
+    "less_equal",
+    "linear",
+    "log",
+    "log_softmax",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "mul",
+    "name_scope",
+    "neg",
+    "not_equal",
+    "permute",
+    "pow",
+    "relu",
+    "reshape",
+    "rms_norm",
+    "rope",
+    "rope_2d",
+    "rsqrt",
+    "sigmoid",
+    "silu",
+    "slice_axis",
+    "softmax",
+    "spec",
+    "sqrt",
+    "square",
+    "squeeze",
+    "sub",
+    "sum",
+    "tanh",
+    "trace",
+    "transpose",
+    "unsqueeze",
+    "where",
+    "window_partition",
+    "window_unpartition",
+]

@@ -269,7 +269,7 @@ def embedding(ids: Tensor, table: Tensor) -> Tensor:
 def _rope_check(op: str, x: Tensor, tables: Sequence[Tensor], shapes: Sequence[tuple[int, ...]]) -> None:
     _need_float(op, x, *tables)
     current_tracer(x, *tables)
-    for table, shape in zip(tables, shapes):
+    for table, shape in zip(tables, shapes, strict=True):
         if table.shape != shape:
             raise ShapeError(f"{op}: table shape {table.shape} does not fit input {x.shape}: expected {shape}")
 

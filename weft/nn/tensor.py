@@ -298,7 +298,7 @@ def trace(fn: Callable[..., object], *specs: Spec, name: str | None = None) -> P
         if not isinstance(item, Spec):
             raise TraceError(f"weft.trace: inputs are described with weft.spec(shape, dtype), got {item!r}")
     tracer = Tracer()
-    arguments = [tracer.add_input(n, s) for n, s in zip(_parameter_names(fn, len(specs)), specs)]
+    arguments = [tracer.add_input(n, s) for n, s in zip(_parameter_names(fn, len(specs)), specs, strict=True)]
     token = _CURRENT.set(tracer)
     try:
         result = fn(*arguments)

@@ -212,7 +212,7 @@ def read_padded(tensor: Tensor, index: tuple[IndexExpr, ...], padding: float = 0
         return Load(tensor.buffer, tuple(index), padding)
     inside: Expr | None = None
     wrapped = []
-    for position, extent in zip(index, tensor.shape):
+    for position, extent in zip(index, tensor.shape, strict=True):
         value = IndexValue(position)
         check = Binary(BinaryOp.AND, Binary(BinaryOp.GE, value, Const(0, DType.INT64)),
                        Binary(BinaryOp.LT, value, Const(extent, DType.INT64)))
@@ -235,7 +235,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     axis = normalize_axis("concat", axis, first.shape)
     for other in parts[1:]:
         if other.ndim != first.ndim or any(
-            a != b for d, (a, b) in enumerate(zip(first.shape, other.shape)) if d != axis
+            a != b for d, (a, b) in enumerate(zip(first.shape, other.shape, strict=True)) if d != axis
         ):
             raise ShapeError(
                 f"concat: shapes {first.shape} and {other.shape} differ outside axis {axis};"
@@ -255,7 +255,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     def read(index: tuple[IndexExpr, ...]) -> Expr:
         position = IndexValue(index[axis])
         body = None
-        for part, offset in reversed(list(zip(parts, offsets))):
+        for part, offset in reversed(list(zip(parts, offsets, strict=True))):
             shifted = index[:axis] + (index[axis] - offset,) + index[axis + 1:]
             value = read_padded(part, shifted)
             if body is None:
