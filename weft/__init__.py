@@ -23,3 +23,7 @@ from weft import nn  # noqa: E402  (the front end: weft.trace / weft.spec / weft
 from weft.nn import spec, trace  # noqa: E402
 
 __all__ += ["nn", "spec", "trace"]
+
+from weft.compile import CompiledPlan, compile  # noqa: E402,A004  (native code: weft.compile)
+
+__all__ += ["CompiledPlan", "compile"]

@@ -1,0 +1,183 @@
+"""weft.compile end to end on hand-built plans: Strict is byte-identical to the oracle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from runtime_plans import ax, buffer, matmul_softmax_plan, scaled_sum_plan
+
+import weft
+from weft.errors import InputError
+from weft.ir import (
+    Axis,
+    Binary,
+    BinaryOp,
+    Cast,
+    Combiner,
+    Const,
+    DType,
+    Fold,
+    IndexOf,
+    IndexValue,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    Unary,
+    UnaryOp,
+    Where,
+)
+from weft.oracle import run
+
+
+def assert_same_bytes(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert g.tobytes() == w.tobytes(), f"max abs diff {np.nanmax(np.abs(g.astype(float) - w))}"
+
+
+def test_matmul_softmax_strict_bit_identical(make_config):
+    plan = matmul_softmax_plan()
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((37, 19)).astype(np.float32)
+    b = rng.standard_normal((19, 45)).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    assert_same_bytes(compiled(a, b), run(plan, a, b))
+    # independent float64 reference
+    c = a.astype(np.float64) @ b.astype(np.float64)
+    e = np.exp(c - c.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(compiled(a, b), e / e.sum(axis=1, keepdims=True), rtol=1e-4, atol=1e-6)
+
+
+def test_rank0_output_and_tuple_results(make_config):
+    plan = scaled_sum_plan((5, 33))
+    x = np.random.default_rng(1).standard_normal((5, 33)).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    y, t = compiled(x)
+    assert t.shape == ()
+    assert_same_bytes((y, t), run(plan, x))
+    np.testing.assert_allclose(t, (x.astype(np.float64) * 2 + 1).sum(), rtol=1e-5)
+
+
+def _special_values(shape, seed=2):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32) * 50
+    flat = x.reshape(-1)
+    flat[::7] = np.nan
+    flat[3::11] = np.inf
+    flat[5::13] = -np.inf
+    flat[6::17] = 0.0
+    flat[8::19] = -0.0
+    flat[9::23] = 1e-40  # denormal: no flush-to-zero
+    return x
+
+
+def test_nan_inf_propagate_like_oracle(make_config):
+    shape = (7, 35)
+    i, j = Axis("i", 7), Axis("j", 35)
+    x = Load("x", (ax("i"), ax("j")))
+    kernels = (
+        Kernel("u", (i, j), Binary(BinaryOp.ADD, Unary(UnaryOp.EXP, x), Unary(UnaryOp.LOG, Unary(UnaryOp.ABS, x)))),
+        Kernel("v", (i, j), Binary(BinaryOp.MAX, Unary(UnaryOp.TANH, x), Binary(BinaryOp.MUL, x, Const(1e-30)))),
+        Kernel("w", (i, j), Where(Binary(BinaryOp.GT, x, Const(0.0)), Unary(UnaryOp.SQRT, x),
+                                  Unary(UnaryOp.SIGMOID, x))),
+        Kernel("mx", (i,), Load("u", (ax("i"), ax("j"))), Fold((j,), Combiner.MAX)),
+        Kernel("mn", (j,), Load("v", (ax("i"), ax("j"))), Fold((i,), Combiner.MIN)),
+        Kernel("sm", (i,), Load("w", (ax("i"), ax("j"))), Fold((j,), Combiner.SUM)),
+        Kernel("r", (i, j), Binary(BinaryOp.DIV, Unary(UnaryOp.RSQRT, x), Unary(UnaryOp.ERF, x))),
+    )
+    buffers = (buffer("x", shape, Role.INPUT), buffer("u", shape), buffer("v", shape), buffer("w", shape),
+               buffer("mx", (7,), Role.OUTPUT), buffer("mn", (35,), Role.OUTPUT), buffer("sm", (7,), Role.OUTPUT),
+               buffer("r", shape, Role.OUTPUT))
+    plan = Plan(buffers, kernels, ("x",), ("mx", "mn", "sm", "r"), name="specials")
+    data = _special_values(shape)
+    compiled = weft.compile(plan, config=make_config())
+    got, want = compiled(data), run(plan, data)
+    assert_same_bytes(got, want)
+    assert np.isnan(got[0]).any() and np.isnan(got[3]).any()
+    # denormal survives a compiled copy (no flush-to-zero)
+    assert_same_bytes(weft.compile(scaled_sum_plan((1, 3)), config=make_config())(
+        np.array([[1e-40, -1e-45, 3.0]], np.float32))[0], np.array([[1.0, 1.0, 7.0]], np.float32))
+
+
+def test_int_bool_ops_gather_and_padding(make_config):
+    rows, dim, count = 11, 19, 23
+    t, d = Axis("t", count), Axis("d", dim)
+    tokens = Load("tok", (ax("t"),))
+    kernels = (
+        # embedding gather: e[t, d] = table[tok[t], d]
+        Kernel("e", (t, d), Load("table", (IndexOf(tokens), ax("d")))),
+        # shifted with padding: s[t, d] = e[t - 1, d] (0 at t = 0)
+        Kernel("s", (t, d), Load("e", (ax("t") - 1, ax("d")), padding=0.0)),
+        # integer arithmetic and a causal-style mask from index values
+        Kernel("q", (t, d), Cast(Binary(BinaryOp.DIV, Binary(BinaryOp.SUB, Cast(tokens, DType.INT64),
+                                                                 IndexValue(ax("d"))), Const(3, DType.INT64)),
+                                 DType.FLOAT32)),
+        Kernel("m", (t, d), Where(Binary(BinaryOp.AND, Binary(BinaryOp.GE, IndexValue(ax("t")), IndexValue(ax("d"))),
+                                         Unary(UnaryOp.NOT, Binary(BinaryOp.EQ, tokens, Const(0, DType.INT32)))),
+                                  Load("s", (ax("t"), ax("d"))), Const(float("-inf")))),
+        Kernel("cnt", (d,), Cast(Binary(BinaryOp.LT, Load("m", (ax("t"), ax("d"))), Const(0.0)), DType.INT32),
+               Fold((t,), Combiner.SUM)),
+        Kernel("big", (t,), Cast(tokens, DType.INT64), Fold((d,), Combiner.MAX)),
+        Kernel("flag", (t, d), Binary(BinaryOp.GT, Load("q", (ax("t"), ax("d"))), Const(0.0))),
+    )
+    buffers = (
+        buffer("table", (rows, dim), Role.PARAM), buffer("tok", (count,), Role.INPUT, DType.INT32),
+        buffer("e", (count, dim)), buffer("s", (count, dim)), buffer("q", (count, dim), Role.OUTPUT),
+        buffer("m", (count, dim), Role.OUTPUT), buffer("cnt", (dim,), Role.OUTPUT, DType.INT32),
+        buffer("big", (count,), Role.OUTPUT, DType.INT64), buffer("flag", (count, dim), Role.OUTPUT, DType.BOOL),
+    )
+    plan = Plan(buffers, kernels, ("table", "tok"), ("q", "m", "cnt", "big", "flag"), name="ints")
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((rows, dim)).astype(np.float32)
+    tok = rng.integers(0, rows, count).astype(np.int32)
+    compiled = weft.compile(plan, config=make_config())
+    assert_same_bytes(compiled(table, tok), run(plan, table, tok))
+    bad = tok.copy()
+    bad[4] = rows
+    with pytest.raises(InputError, match="gather index"):
+        compiled(table, bad)
+
+
+def test_input_validation_and_out(make_config):
+    plan = scaled_sum_plan((4, 17))
+    compiled = weft.compile(plan, config=make_config())
+    x = np.ones((4, 17), np.float32)
+    with pytest.raises(InputError, match="shape"):
+        compiled(np.ones((4, 16), np.float32))
+    with pytest.raises(InputError, match="dtype"):
+        compiled(np.ones((4, 17), np.float64))
+    with pytest.raises(InputError, match="takes 1 inputs"):
+        compiled(x, x)
+    y, t = np.empty((4, 17), np.float32), np.empty((), np.float32)
+    result = compiled(x, out=(y, t))
+    assert result[0] is y and float(t) == 4 * 17 * 3
+    with pytest.raises(InputError, match="out array"):
+        compiled(x, out=(np.empty((4, 17), np.float64), t))
+    # non-contiguous input is accepted and left untouched
+    wide = np.arange(4 * 34, dtype=np.float32).reshape(4, 34)
+    before = wide.copy()
+    assert_same_bytes(compiled(wide[:, ::2]), run(plan, np.ascontiguousarray(wide[:, ::2])))
+    assert np.array_equal(wide, before)
+
+
+def test_prepare_profile_and_memory(make_config):
+    plan = matmul_softmax_plan(64, 32, 48)
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 48)).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    prepared = compiled.prepare(a, b)
+    assert prepared() is None
+    assert_same_bytes(prepared.result(), run(plan, a, b))
+    rows = compiled.profile(a, b, repeats=3)
+    assert [r[1] for r in rows] == [("c",), ("mx",), ("e",), ("s",), ("p",)]
+    assert all(seconds >= 0 for _, _, seconds in rows)
+    # c and e are (64, 48) floats; mx and s rows; sharing keeps the arena below the sum
+    assert compiled.arena_bytes < (2 * 64 * 48 + 2 * 64) * 4
+    assert compiled.memory_bytes() >= compiled.arena_bytes + 64 * 48 * 4
+    assert compiled.source_path.exists() and compiled.so_path.exists()
+    assert compiled.provenance["lanes"] in (4, 8, 16) and "-ffp-contract=off" in compiled.provenance["flags"]

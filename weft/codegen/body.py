@@ -1,0 +1,421 @@
+"""Render a member's body expression as C statements, scalar or across vector lanes.
+
+Each IR node becomes one local (``t12``), so a node used twice is computed once
+(the memo is keyed by the node and the values of the axes it reads). In vector
+mode a node that does not depend on the vector axis stays scalar and is splat
+only where it meets a vector; loads are contiguous vector loads, broadcasts, or
+lane-by-lane gathers. Every op is the same IEEE float32 operation in both modes,
+so scalar tails and vector bodies agree bit for bit with each other and with the
+oracle.
+
+    t3 = wfc_load_f(&b_x[(i * 10) + j]);   /* x[i, j] along j */
+    t4 = wf_exp(t3);
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Cast,
+    Const,
+    DType,
+    Expr,
+    IndexAdd,
+    IndexConst,
+    IndexExpr,
+    IndexFloorDiv,
+    IndexMod,
+    IndexMul,
+    IndexOf,
+    IndexValue,
+    Load,
+    Unary,
+    UnaryOp,
+    Where,
+    expr_axes,
+    index_range,
+)
+from weft.lower.access import Access, load_access
+from weft.lower.nest import BufferView
+
+SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
+VECTOR_TYPE = {DType.FLOAT32: "wf_vf", DType.INT32: "wf_vi", DType.INT64: "wf_vl", DType.BOOL: "wf_vi"}
+SUFFIX = {DType.FLOAT32: "f", DType.INT32: "i", DType.INT64: "l", DType.BOOL: "i"}
+STORAGE_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "uint8_t"}
+
+C_INFIX = {
+    BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*",
+    BinaryOp.LT: "<", BinaryOp.LE: "<=", BinaryOp.GT: ">", BinaryOp.GE: ">=",
+    BinaryOp.EQ: "==", BinaryOp.NE: "!=",
+}
+# Weft's transcendentals (from weft.mathf's C source: vector fn, scalar fn_s).
+C_MATH = {
+    UnaryOp.EXP: "wf_exp", UnaryOp.LOG: "wf_log", UnaryOp.TANH: "wf_tanh",
+    UnaryOp.ERF: "wf_erf", UnaryOp.SIGMOID: "wf_sigmoid",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    code: str
+    dtype: DType
+    vector: bool
+
+
+class Counter:
+    """Fresh local names, shared by every renderer of one C function."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.next += 1
+        return f"{prefix}{self.next}"
+
+
+def c_literal(value, dtype: DType) -> str:
+    if dtype is DType.FLOAT32:
+        number = float(value)
+        if number != number:
+            return "__builtin_nanf(\"\")"
+        if number in (float("inf"), float("-inf")):
+            return "__builtin_inff()" if number > 0 else "(-__builtin_inff())"
+        return f"{number.hex()}f" if number != int(number) or abs(number) > 2**24 else f"{number!r}f"
+    if dtype is DType.BOOL:
+        return "1" if value else "0"
+    if dtype is DType.INT64:
+        return f"INT64_C({int(value)})"
+    return f"((int32_t){int(value)})" if int(value) >= -(2**31) + 1 else "INT32_MIN"
+
+
+class BodyRenderer:
+    """Appends C statements for expressions to ``lines`` within one scope."""
+
+    def __init__(
+        self,
+        views: Mapping[str, BufferView],
+        extents: Mapping[str, int],
+        lanes: int,
+        lines: list[str],
+        indent: str,
+        counter: Counter,
+        env: Mapping[str, str],
+        vector_axis: str | None = None,
+    ) -> None:
+        self.views = views
+        self.extents = extents
+        self.lanes = lanes
+        self.lines = lines
+        self.indent = indent
+        self.counter = counter
+        self.env = env
+        self.vector_axis = vector_axis
+        self.memo: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent + line)
+
+    def local(self, dtype: DType, vector: bool, code: str) -> Value:
+        name = self.counter.fresh()
+        ctype = VECTOR_TYPE[dtype] if vector else SCALAR_TYPE[dtype]
+        self.emit(f"{ctype} {name} = {code};")
+        return Value(name, dtype, vector)
+
+    def is_vector(self, expr: Expr) -> bool:
+        return self.vector_axis is not None and self.vector_axis in expr_axes(expr)
+
+    def splat(self, value: Value) -> str:
+        if value.vector:
+            return value.code
+        if value.dtype is DType.BOOL:
+            return f"wfc_splat_i(-({value.code}))"
+        return f"wfc_splat_{SUFFIX[value.dtype]}({value.code})"
+
+    def sub_renderer(self, lines: list[str], indent: str, env: Mapping[str, str], vector_axis) -> BodyRenderer:
+        return BodyRenderer(self.views, self.extents, self.lanes, lines, indent, self.counter, env, vector_axis)
+
+    # ------------------------------------------------------------------ index
+
+    def index(self, index: IndexExpr) -> str:
+        """A C int64 expression for an index (always scalar)."""
+        match index:
+            case AxisIndex(axis):
+                return f"({self.env[axis]})"
+            case IndexConst(value):
+                return f"INT64_C({value})"
+            case IndexAdd(left, right):
+                return f"({self.index(left)} + {self.index(right)})"
+            case IndexMul(operand, factor):
+                return f"({self.index(operand)} * INT64_C({factor}))"
+            case IndexFloorDiv(operand, divisor):
+                if self._nonnegative(operand):
+                    return f"({self.index(operand)} / INT64_C({divisor}))"
+                return f"wfc_floordiv({self.index(operand)}, INT64_C({divisor}))"
+            case IndexMod(operand, divisor):
+                if self._nonnegative(operand):
+                    return f"({self.index(operand)} % INT64_C({divisor}))"
+                return f"wfc_floormod({self.index(operand)}, INT64_C({divisor}))"
+            case IndexOf(value):
+                inner = self.render(value)
+                return f"((int64_t)({inner.code}))"
+        raise TypeError(f"not an index expression: {index!r}")
+
+    def _nonnegative(self, index: IndexExpr) -> bool:
+        bounds = index_range(index, self.extents)
+        return bounds is not None and bounds[0] >= 0
+
+    # ------------------------------------------------------------------ expressions
+
+    def render(self, expr: Expr) -> Value:
+        vector = self.is_vector(expr)
+        key = (expr, vector, tuple((a, self.env.get(a)) for a in sorted(expr_axes(expr))))
+        if key not in self.memo:
+            if vector:
+                self.memo[key] = self._vector(expr)
+            else:
+                self.memo[key] = self._scalar(expr)
+        return self.memo[key]
+
+    def _scalar(self, expr: Expr) -> Value:
+        match expr:
+            case Load():
+                return self.scalar_load(expr)
+            case Const(value, dtype):
+                return Value(c_literal(value, dtype), dtype, False)
+            case IndexValue(index, dtype):
+                return self.local(dtype, False, f"({SCALAR_TYPE[dtype]}){self.index(index)}")
+            case Unary(op, operand):
+                inner = self.render(operand)
+                return self.local(self._unary_dtype(op, inner), False, scalar_unary(op, inner))
+            case Binary(op, left, right):
+                a, b = self.render(left), self.render(right)
+                dtype = DType.BOOL if op in C_INFIX and op not in _ARITH else a.dtype
+                return self.local(dtype, False, scalar_binary(op, a, b))
+            case Where(condition, if_true, if_false):
+                c, a, b = self.render(condition), self.render(if_true), self.render(if_false)
+                return self.local(a.dtype, False, f"({c.code} ? {a.code} : {b.code})")
+            case Cast(operand, dtype):
+                inner = self.render(operand)
+                return self.local(dtype, False, scalar_cast(inner, dtype))
+        raise TypeError(f"not an expression: {expr!r}")
+
+    def _unary_dtype(self, op: UnaryOp, inner: Value) -> DType:
+        return inner.dtype
+
+    def _vector(self, expr: Expr) -> Value:
+        match expr:
+            case Load():
+                return self.vector_load(expr)
+            case IndexValue():
+                return self.lanewise(expr)
+            case Unary(op, operand):
+                inner = self.render(operand)
+                return self.local(inner.dtype, True, vector_unary(op, inner))
+            case Binary(op, left, right):
+                a, b = self.render(left), self.render(right)
+                if a.dtype is not DType.FLOAT32 and op is BinaryOp.DIV:
+                    return self.lanewise(expr)
+                return self.local(_binary_dtype(op, a.dtype), True, vector_binary(op, a, b, self.splat))
+            case Where(condition, if_true, if_false):
+                c, a, b = self.render(condition), self.render(if_true), self.render(if_false)
+                mask = self.splat(c)
+                if a.dtype is DType.INT64:
+                    mask = f"__builtin_convertvector({mask}, wf_vl)"
+                return self.local(a.dtype, True, f"wfc_sel_{SUFFIX[a.dtype]}({mask}, {self.splat(a)}, {self.splat(b)})")
+            case Cast(operand, dtype):
+                inner = self.render(operand)
+                return self.local(dtype, True, vector_cast(inner, dtype))
+        raise TypeError(f"vector rendering of {expr!r}")
+
+    def lanewise(self, expr: Expr) -> Value:
+        """Build a vector lane by lane from the scalar rendering at each lane's position."""
+        dtype = _dtype_of(expr, self)
+        name = self.counter.fresh()
+        lane = self.counter.fresh("l")
+        self.emit(f"{VECTOR_TYPE[dtype]} {name};")
+        self.emit(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane}++) {{")
+        env = dict(self.env)
+        env[self.vector_axis] = f"{self.env[self.vector_axis]} + {lane}"
+        inner = self.sub_renderer(self.lines, self.indent + "    ", env, None)
+        value = inner.render(expr)
+        code = f"-({value.code})" if dtype is DType.BOOL else value.code
+        inner.emit(f"{name}[{lane}] = {code};")
+        self.emit("}")
+        return Value(name, dtype, True)
+
+    # ------------------------------------------------------------------ loads and stores
+
+    def address(self, view: BufferView, index: tuple[IndexExpr, ...] | tuple[str, ...]) -> str:
+        terms = []
+        for position, stride, offset in zip(index, view.strides, view.offsets):
+            code = position if isinstance(position, str) else self.index(position)
+            if offset != "0":
+                code = f"({code} - ({offset}))"
+            terms.append(code if stride == 1 else f"{code} * {stride}")
+        return " + ".join(terms) if terms else "0"
+
+    def scalar_load(self, load: Load) -> Value:
+        view = self.views[load.buffer]
+        dtype = view.dtype
+        gathered = [i for i, idx in enumerate(load.index) if _has_index_of(idx)]
+        if load.padding is None and not gathered:
+            code = f"{view.pointer}[{self.address(view, load.index)}]"
+            return self.local(dtype, False, f"({code} != 0)" if dtype is DType.BOOL else code)
+        positions = [self.local(DType.INT64, False, self.index(idx)).code for idx in load.index]
+        extents = view.shape
+        if load.padding is None:
+            # A gather index outside the table: flag it (the runner turns it into an
+            # InputError) and read element 0 instead of out of bounds.
+            for position in gathered:
+                p = positions[position]
+                self.emit(f"if ((uint64_t){p} >= (uint64_t){extents[position]}) {{ __atomic_store_n(&wf_bad_gather, 1, __ATOMIC_RELAXED); {p} = 0; }}")
+            code = f"{view.pointer}[{self.address(view, tuple(positions))}]"
+            return self.local(dtype, False, f"({code} != 0)" if dtype is DType.BOOL else code)
+        checks = []
+        for position, idx in enumerate(load.index):
+            bounds = index_range(idx, self.extents)
+            if bounds is None or bounds[0] < 0 or bounds[1] >= extents[position]:
+                checks.append(f"(uint64_t){positions[position]} < (uint64_t){extents[position]}")
+        code = f"{view.pointer}[{self.address(view, tuple(positions))}]"
+        if dtype is DType.BOOL:
+            code = f"({code} != 0)"
+        if not checks:
+            return self.local(dtype, False, code)
+        pad = c_literal(load.padding, dtype)
+        return self.local(dtype, False, f"({' && '.join(checks)}) ? {code} : {pad}")
+
+    def vector_load(self, load: Load) -> Value:
+        view = self.views[load.buffer]
+        access = load_access(load, view.strides, self.vector_axis)
+        if access is Access.CONTIGUOUS and view.dtype is not DType.BOOL and not any(map(_has_index_of, load.index)):
+            address = self.address(view, load.index)
+            return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
+        return self.lanewise(load)
+
+
+_ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})
+
+
+def _has_index_of(index: IndexExpr) -> bool:
+    match index:
+        case IndexOf():
+            return True
+        case IndexAdd(left, right):
+            return _has_index_of(left) or _has_index_of(right)
+        case IndexMul(operand, _) | IndexFloorDiv(operand, _) | IndexMod(operand, _):
+            return _has_index_of(operand)
+    return False
+
+
+def _binary_dtype(op: BinaryOp, operand: DType) -> DType:
+    if op in _ARITH or op in (BinaryOp.DIV, BinaryOp.MAX, BinaryOp.MIN):
+        return operand
+    return DType.BOOL
+
+
+def _dtype_of(expr: Expr, renderer: BodyRenderer) -> DType:
+    from weft.ir import expr_dtype
+
+    buffers = {name: _FakeBuffer(view.dtype) for name, view in renderer.views.items()}
+    return expr_dtype(expr, buffers)
+
+
+@dataclass(frozen=True, slots=True)
+class _FakeBuffer:
+    dtype: DType
+
+
+# --------------------------------------------------------------------------- op tables
+
+
+def scalar_unary(op: UnaryOp, x: Value) -> str:
+    c = x.code
+    if op is UnaryOp.NEG:
+        return f"(-{c})"
+    if op is UnaryOp.ABS:
+        return f"__builtin_fabsf({c})" if x.dtype is DType.FLOAT32 else f"({c} < 0 ? -{c} : {c})"
+    if op is UnaryOp.NOT:
+        return f"(!{c})"
+    if op is UnaryOp.SQRT:
+        return f"wf_sqrt_s({c})"
+    if op is UnaryOp.RSQRT:
+        return f"(1.0f / wf_sqrt_s({c}))"
+    return f"{C_MATH[op]}_s({c})"
+
+
+def vector_unary(op: UnaryOp, x: Value) -> str:
+    c = x.code
+    if op is UnaryOp.NEG:
+        return f"(-{c})"
+    if op is UnaryOp.ABS:
+        return f"wfc_abs_{SUFFIX[x.dtype]}({c})"
+    if op is UnaryOp.NOT:
+        return f"(~{c})"
+    if op is UnaryOp.SQRT:
+        return f"wf_sqrt({c})"
+    if op is UnaryOp.RSQRT:
+        return f"(wfc_splat_f(1.0f) / wf_sqrt({c}))"
+    return f"{C_MATH[op]}({c})"
+
+
+def scalar_binary(op: BinaryOp, a: Value, b: Value) -> str:
+    x, y = a.code, b.code
+    if op in C_INFIX:
+        return f"({x} {C_INFIX[op]} {y})"
+    if op is BinaryOp.DIV:
+        if a.dtype is DType.FLOAT32:
+            return f"({x} / {y})"
+        return f"({y} == 0 ? 0 : {x} / {y})"
+    if op is BinaryOp.MAX:
+        return f"wfc_smax_{SUFFIX[a.dtype]}({x}, {y})"
+    if op is BinaryOp.MIN:
+        return f"wfc_smin_{SUFFIX[a.dtype]}({x}, {y})"
+    if op is BinaryOp.AND:
+        return f"({x} & {y})"
+    if op is BinaryOp.OR:
+        return f"({x} | {y})"
+    raise TypeError(f"binary op {op}")
+
+
+def vector_binary(op: BinaryOp, a: Value, b: Value, splat: Callable[[Value], str]) -> str:
+    x, y = splat(a), splat(b)
+    if op in C_INFIX:
+        code = f"({x} {C_INFIX[op]} {y})"
+        if op not in _ARITH and a.dtype is DType.INT64:
+            return f"__builtin_convertvector({code}, wf_vi)"
+        return code
+    if op is BinaryOp.DIV:
+        return f"({x} / {y})"
+    if op is BinaryOp.MAX:
+        return f"wfc_max_{SUFFIX[a.dtype]}({x}, {y})"
+    if op is BinaryOp.MIN:
+        return f"wfc_min_{SUFFIX[a.dtype]}({x}, {y})"
+    if op is BinaryOp.AND:
+        return f"({x} & {y})"
+    if op is BinaryOp.OR:
+        return f"({x} | {y})"
+    raise TypeError(f"binary op {op}")
+
+
+def scalar_cast(x: Value, dtype: DType) -> str:
+    if dtype is DType.BOOL:
+        return f"({x.code} != 0)"
+    return f"(({SCALAR_TYPE[dtype]}){x.code})"
+
+
+def vector_cast(x: Value, dtype: DType) -> str:
+    if dtype is x.dtype:
+        return x.code
+    if dtype is DType.BOOL:
+        zero = f"wfc_splat_{SUFFIX[x.dtype]}(0)"
+        code = f"({x.code} != {zero})"
+        return f"__builtin_convertvector({code}, wf_vi)" if x.dtype is DType.INT64 else code
+    source = f"(-{x.code})" if x.dtype is DType.BOOL else x.code
+    return f"__builtin_convertvector({source}, {VECTOR_TYPE[dtype]})"

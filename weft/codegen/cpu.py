@@ -1,0 +1,46 @@
+"""What the CPU offers: vector features and the float32 lane width they give."""
+
+from __future__ import annotations
+
+import functools
+import platform
+
+# Features that change the code GCC emits for -march=native; they key the cache.
+_INTERESTING = ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx2", "fma", "avx", "sse4_2", "neon", "asimd")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_features() -> tuple[str, ...]:
+    """Vector features from /proc/cpuinfo (Linux), else a guess from the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    flags = set(value.split())
+                    return tuple(name for name in _INTERESTING if name in flags)
+    except OSError:
+        pass
+    machine = platform.machine().lower()
+    return ("neon",) if machine in ("arm64", "aarch64") else ()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def lanes_for(features: tuple[str, ...]) -> int:
+    """float32 lanes: 16 with AVX-512, 8 with AVX2, else 4 (SSE, NEON)."""
+    if "avx512f" in features:
+        return 16
+    if "avx2" in features:
+        return 8
+    return 4

@@ -1,0 +1,88 @@
+"""The C text every generated file starts with: includes, vector types, helpers.
+
+Weft's transcendentals come from ``weft.mathf.c_math_source(lanes)`` (the same
+float32 operation sequences as the NumPy oracle). Until that function exists, a
+stand-in computes them in double and rounds, which matches the stand-in oracle.
+The helpers here (select, max/min with the oracle's NaN rule, floor division,
+unaligned loads) are Weft's own and do not depend on the math source.
+"""
+
+from __future__ import annotations
+
+from weft import mathf
+
+_HEADER = """\
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+"""
+
+_FALLBACK_MATH = """\
+/* stand-in for weft.mathf.c_math_source: double-precision libm, rounded once */
+typedef float wf_vf __attribute__((vector_size({bytes})));
+typedef int32_t wf_vi __attribute__((vector_size({bytes})));
+static inline float wf_exp_s(float x) {{ return (float)exp((double)x); }}
+static inline float wf_log_s(float x) {{ return (float)log((double)x); }}
+static inline float wf_tanh_s(float x) {{ return (float)tanh((double)x); }}
+static inline float wf_erf_s(float x) {{ return (float)erf((double)x); }}
+static inline float wf_sigmoid_s(float x) {{ return (float)(1.0 / (1.0 + exp(-(double)x))); }}
+static inline float wf_sqrt_s(float x) {{ return __builtin_sqrtf(x); }}
+#define WF_LANEWISE(fn) static inline wf_vf fn(wf_vf x) {{ \\
+    wf_vf r; for (int l = 0; l < {lanes}; l++) r[l] = fn##_s(x[l]); return r; }}
+WF_LANEWISE(wf_exp) WF_LANEWISE(wf_log) WF_LANEWISE(wf_tanh) WF_LANEWISE(wf_erf) WF_LANEWISE(wf_sigmoid) WF_LANEWISE(wf_sqrt)
+"""
+
+_HELPERS = """\
+typedef int64_t wf_vl __attribute__((vector_size({long_bytes})));
+#define WFC_LOADSTORE(sfx, vt, st) \\
+    static inline vt wfc_load_##sfx(const st *p) {{ vt r; memcpy(&r, p, sizeof r); return r; }} \\
+    static inline void wfc_store_##sfx(st *p, vt v) {{ memcpy(p, &v, sizeof v); }} \\
+    static inline vt wfc_splat_##sfx(st s) {{ vt r; for (int l = 0; l < {lanes}; l++) r[l] = s; return r; }}
+WFC_LOADSTORE(f, wf_vf, float)
+WFC_LOADSTORE(i, wf_vi, int32_t)
+WFC_LOADSTORE(l, wf_vl, int64_t)
+static inline wf_vf wfc_sel_f(wf_vi m, wf_vf a, wf_vf b) {{ return (wf_vf)(((wf_vi)a & m) | ((wf_vi)b & ~m)); }}
+static inline wf_vi wfc_sel_i(wf_vi m, wf_vi a, wf_vi b) {{ return (a & m) | (b & ~m); }}
+static inline wf_vl wfc_sel_l(wf_vl m, wf_vl a, wf_vl b) {{ return (a & m) | (b & ~m); }}
+/* max(a, b) = a if a > b or a is NaN, else b: the oracle's rule (NaN propagates) */
+static inline wf_vf wfc_max_f(wf_vf a, wf_vf b) {{ return wfc_sel_f((a > b) | (a != a), a, b); }}
+static inline wf_vf wfc_min_f(wf_vf a, wf_vf b) {{ return wfc_sel_f((a < b) | (a != a), a, b); }}
+static inline wf_vi wfc_max_i(wf_vi a, wf_vi b) {{ return wfc_sel_i(a > b, a, b); }}
+static inline wf_vi wfc_min_i(wf_vi a, wf_vi b) {{ return wfc_sel_i(a < b, a, b); }}
+static inline wf_vl wfc_max_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a > b, a, b); }}
+static inline wf_vl wfc_min_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a < b, a, b); }}
+static inline float wfc_smax_f(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+static inline float wfc_smin_f(float a, float b) {{ return (a < b || a != a) ? a : b; }}
+static inline int32_t wfc_smax_i(int32_t a, int32_t b) {{ return a > b ? a : b; }}
+static inline int32_t wfc_smin_i(int32_t a, int32_t b) {{ return a < b ? a : b; }}
+static inline int64_t wfc_smax_l(int64_t a, int64_t b) {{ return a > b ? a : b; }}
+static inline int64_t wfc_smin_l(int64_t a, int64_t b) {{ return a < b ? a : b; }}
+static inline wf_vf wfc_abs_f(wf_vf x) {{ return (wf_vf)((wf_vi)x & wfc_splat_i(0x7fffffff)); }}
+static inline wf_vi wfc_abs_i(wf_vi x) {{ return wfc_sel_i(x < wfc_splat_i(0), -x, x); }}
+static inline wf_vl wfc_abs_l(wf_vl x) {{ return wfc_sel_l(x < wfc_splat_l(0), -x, x); }}
+/* index floor division and modulo (Python semantics; C's / and % truncate) */
+static inline int64_t wfc_floordiv(int64_t a, int64_t b) {{ int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}
+static inline int64_t wfc_floormod(int64_t a, int64_t b) {{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
+static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
+"""
+
+
+def math_source(lanes: int) -> str:
+    """Weft's vector math in C for ``lanes`` float32 lanes."""
+    provider = getattr(mathf, "c_math_source", None)
+    if provider is not None:
+        return provider(lanes)
+    return _FALLBACK_MATH.format(bytes=4 * lanes, lanes=lanes)
+
+
+def uses_reference_math() -> bool:
+    """True when the math source is the real one (bit-identical transcendentals)."""
+    return getattr(mathf, "c_math_source", None) is not None
+
+
+def prelude(lanes: int) -> str:
+    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes)

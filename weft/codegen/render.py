@@ -1,0 +1,263 @@
+"""Render lowered functions (``weft.lower.nest``) as C.
+
+A member nest becomes one OpenMP work-item loop; each work item covers a block of
+``block_vectors * lanes`` points of the vector axis (full vectors, then single
+vectors, then scalar columns for the remainder) and, if the nest has a block
+axis, walks it ``block_rows`` rows at a time. Folds run innermost, ascending,
+one accumulator per output point (per lane), exactly the oracle's order::
+
+    for (long wf_w = 0; wf_w < wf_items; wf_w++) {      /* parallel */
+      ... decode outer axes and the vector block ...
+      float acc1 = 0.0f, ...;   for (long a_k = 0; a_k < K; a_k++) { acc1 = acc1 + t; ... }
+      store acc1 ...
+    }
+"""
+
+from __future__ import annotations
+
+from weft.codegen.body import (
+    SCALAR_TYPE,
+    STORAGE_TYPE,
+    SUFFIX,
+    VECTOR_TYPE,
+    BodyRenderer,
+    Counter,
+    c_literal,
+)
+from weft.ir import Combiner, DType
+from weft.lower.access import row_major_strides
+from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+
+_IDENTITY_INT = {
+    (Combiner.SUM, DType.INT32): "0", (Combiner.MAX, DType.INT32): "INT32_MIN",
+    (Combiner.MIN, DType.INT32): "INT32_MAX", (Combiner.SUM, DType.INT64): "INT64_C(0)",
+    (Combiner.MAX, DType.INT64): "INT64_MIN", (Combiner.MIN, DType.INT64): "INT64_MAX",
+}
+
+
+def fold_identity(combiner: Combiner, dtype: DType) -> str:
+    if dtype is DType.FLOAT32:
+        return c_literal({Combiner.SUM: 0.0, Combiner.MAX: float("-inf"), Combiner.MIN: float("inf")}[combiner], dtype)
+    return _IDENTITY_INT[(combiner, dtype)]
+
+
+def combine(combiner: Combiner, dtype: DType, vector: bool, acc: str, term: str) -> str:
+    if combiner is Combiner.SUM:
+        return f"{acc} + {term}"
+    kind = combiner.value
+    return f"wfc_{kind}_{SUFFIX[dtype]}({acc}, {term})" if vector else f"wfc_s{kind}_{SUFFIX[dtype]}({acc}, {term})"
+
+
+class _NestWriter:
+    def __init__(self, nest: MemberNest, lines: list[str], counter: Counter) -> None:
+        self.nest = nest
+        self.kernel = nest.kernel
+        self.lines = lines
+        self.counter = counter
+        self.views = {view.buffer: view for view in nest.views}
+        self.extents = {a.name: a.extent for a in self.kernel.all_axes}
+        self.out_view = self.views[self.kernel.output]
+        self.dtype = self.out_view.dtype
+        self.var = {a.name: f"a_{self.counter.fresh('x')}_{_clean(a.name)}" for a in self.kernel.all_axes}
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+    def write(self, indent: int) -> None:
+        nest, lanes = self.nest, self.nest.lanes
+        span = nest.block_vectors * lanes
+        self.emit(indent, f"{{ /* member {self.kernel.output} */")
+        inner = indent + 1
+        counts = []
+        for axis in nest.outer_axes:
+            r = nest.axis_range(axis)
+            self.emit(inner, f"const long n_{self.var[axis]} = ({r.stop}) - ({r.start});")
+            counts.append(f"n_{self.var[axis]}")
+        if nest.vector_axis is not None:
+            r = nest.axis_range(nest.vector_axis)
+            self.emit(inner, f"const long wf_nvb = (({r.stop}) - ({r.start}) + {span - 1}) / {span};")
+            counts.append("wf_nvb")
+        self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
+        if nest.parallel:
+            self.emit(inner, "#pragma omp parallel for schedule(static)")
+        self.emit(inner, "for (long wf_w = 0; wf_w < wf_items; wf_w++) {")
+        body = inner + 1
+        self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
+        if nest.vector_axis is not None:
+            self.emit(body, "const long wf_vb = wf_rem % wf_nvb; wf_rem /= wf_nvb;")
+        for axis in reversed(nest.outer_axes):
+            r = nest.axis_range(axis)
+            v = self.var[axis]
+            self.emit(body, f"const long {v} = ({r.start}) + wf_rem % n_{v}; wf_rem /= n_{v};")
+        if nest.vector_axis is not None:
+            r = nest.axis_range(nest.vector_axis)
+            self.emit(body, f"const long wf_v0 = ({r.start}) + wf_vb * {span};")
+            self.emit(body, f"const long wf_vn = wfc_minl({span}, ({r.stop}) - wf_v0);")
+        if nest.block_axis is not None:
+            r = nest.axis_range(nest.block_axis)
+            u, rows = self.var[nest.block_axis], nest.block_rows
+            self.emit(body, f"long {u} = ({r.start});")
+            self.emit(body, f"for (; {u} + {rows} <= ({r.stop}); {u} += {rows}) {{")
+            self.tile(body + 1, rows)
+            self.emit(body, "}")
+            self.emit(body, f"for (; {u} < ({r.stop}); {u}++) {{")
+            self.tile(body + 1, 1)
+            self.emit(body, "}")
+        else:
+            self.tile(body, 1)
+        self.emit(inner, "}")
+        self.emit(indent, "}")
+
+    def tile(self, indent: int, rows: int) -> None:
+        nest, lanes = self.nest, self.nest.lanes
+        if nest.vector_axis is None:
+            self.block(indent, rows, [(None, False)])
+            return
+        span = nest.block_vectors * lanes
+        self.emit(indent, f"if (wf_vn == {span}) {{")
+        self.block(indent + 1, rows, [(f"wf_v0 + {c * lanes}", True) for c in range(nest.block_vectors)])
+        self.emit(indent, "} else {")
+        self.emit(indent + 1, "long wf_c = 0;")
+        self.emit(indent + 1, f"for (; wf_c + {lanes} <= wf_vn; wf_c += {lanes}) {{")
+        self.block(indent + 2, rows, [("wf_v0 + wf_c", True)])
+        self.emit(indent + 1, "}")
+        self.emit(indent + 1, "for (; wf_c < wf_vn; wf_c++) {")
+        self.block(indent + 2, rows, [("wf_v0 + wf_c", False)])
+        self.emit(indent + 1, "}")
+        self.emit(indent, "}")
+
+    def point_env(self, row: int, column: str | None) -> dict[str, str]:
+        env = {axis: self.var[axis] for axis in self.nest.outer_axes}
+        for axis in self.kernel.fold_axes:
+            env[axis.name] = self.var[axis.name]
+        if self.nest.block_axis is not None:
+            u = self.var[self.nest.block_axis]
+            env[self.nest.block_axis] = f"{u} + {row}" if row else u
+        if self.nest.vector_axis is not None:
+            env[self.nest.vector_axis] = column
+        return env
+
+    def block(self, indent: int, rows: int, columns: list[tuple[str | None, bool]]) -> None:
+        kernel = self.kernel
+        points = [(row, column, vector) for row in range(rows) for column, vector in columns]
+        self.emit(indent, "{")
+        inner = indent + 1
+        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * (inner + 1),
+                                self.counter, {}, None)
+        if kernel.fold is None:
+            renderer.indent = "    " * inner
+            for row, column, vector in points:
+                renderer.env = self.point_env(row, column)
+                renderer.vector_axis = self.nest.vector_axis if vector else None
+                value = renderer.render(kernel.body)
+                self.store(inner, renderer, row, column, vector, value.code if value.vector or not vector
+                           else renderer.splat(value))
+            self.emit(indent, "}")
+            return
+        combiner = kernel.fold.combiner
+        accumulators = []
+        for _row, _column, vector in points:
+            name = self.counter.fresh("acc")
+            identity = fold_identity(combiner, self.dtype)
+            if vector:
+                self.emit(inner, f"{VECTOR_TYPE[self.dtype]} {name} = wfc_splat_{SUFFIX[self.dtype]}({identity});")
+            else:
+                self.emit(inner, f"{SCALAR_TYPE[self.dtype]} {name} = {identity};")
+            accumulators.append(name)
+        depth = inner
+        for axis in kernel.fold_axes:
+            self.emit(depth, f"for (long {self.var[axis.name]} = 0; {self.var[axis.name]} < {axis.extent}; "
+                             f"{self.var[axis.name]}++) {{")
+            depth += 1
+        renderer.indent = "    " * depth
+        for (row, column, vector), acc in zip(points, accumulators):
+            renderer.env = self.point_env(row, column)
+            renderer.vector_axis = self.nest.vector_axis if vector else None
+            value = renderer.render(kernel.body)
+            term = renderer.splat(value) if vector else value.code
+            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, vector, acc, term)};")
+        for _ in kernel.fold_axes:
+            depth -= 1
+            self.emit(depth, "}")
+        for (row, column, vector), acc in zip(points, accumulators):
+            renderer.env = self.point_env(row, column)
+            self.store(inner, renderer, row, column, vector, acc)
+        self.emit(indent, "}")
+
+    def store(self, indent: int, renderer: BodyRenderer, row: int, column, vector: bool, value: str) -> None:
+        view = self.out_view
+        env = self.point_env(row, column)
+        positions = tuple(f"({env[a.name]})" for a in self.kernel.axes)
+        pointer = view.pointer
+        if not vector:
+            cast = "(uint8_t)" if self.dtype is DType.BOOL else ""
+            self.emit(indent, f"{pointer}[{renderer.address(view, positions)}] = {cast}{value};")
+            return
+        v = self.nest.vector_axis
+        position = [a.name for a in self.kernel.axes].index(v)
+        if view.strides[position] == 1 and self.dtype is not DType.BOOL:
+            self.emit(indent, f"wfc_store_{SUFFIX[self.dtype]}(&{pointer}[{renderer.address(view, positions)}], {value});")
+            return
+        lane = self.counter.fresh("l")
+        lane_positions = tuple(
+            f"({env[a.name]} + {lane})" if a.name == v else p for a, p in zip(self.kernel.axes, positions)
+        )
+        element = f"({value}[{lane}] & 1)" if self.dtype is DType.BOOL else f"{value}[{lane}]"
+        cast = "(uint8_t)" if self.dtype is DType.BOOL else ""
+        self.emit(indent, f"for (int {lane} = 0; {lane} < {self.nest.lanes}; {lane}++) "
+                          f"{pointer}[{renderer.address(view, lane_positions)}] = {cast}{element};")
+
+
+def _clean(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+def render_gemm(call: GemmCall, lines: list[str], indent: int) -> None:
+    """A BLAS sgemm call: row-major C = A @ B as column-major C^T = B^T A^T."""
+    pad = "    " * indent
+    sa, sb, sc = call.batch_strides
+    lines += [
+        f"{pad}{{ /* member {call.kernel.output}: BLAS sgemm */",
+        f"{pad}    char ta = '{'T' if call.trans_b else 'N'}', tb = '{'T' if call.trans_a else 'N'}';",
+        f"{pad}    int m = {call.n}, n = {call.m}, k = {call.k}, lda = {call.ldb}, ldb = {call.lda}, ldc = {call.ldc};",
+        f"{pad}    float alpha = 1.0f, beta = 0.0f;",
+        f"{pad}    for (long b = 0; b < {call.batch}; b++)",
+        f"{pad}        ((wfc_sgemm_fn)wf_sgemm)(&ta, &tb, &m, &n, &k, &alpha, (float *){call.b.pointer} + b * {sb},"
+        f" &lda, (float *){call.a.pointer} + b * {sa}, &ldb, &beta, {call.c.pointer} + b * {sc}, &ldc);",
+        f"{pad}}}",
+    ]
+
+
+def render_function(function: LoweredFunction) -> str:
+    """One ``static int`` C function; returns nonzero if a gather index was out of range."""
+    written = set(function.members)
+    params = []
+    for view in function.params:
+        const = "" if view.buffer in written else "const "
+        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
+    counter = Counter()
+    indent = 1
+    if function.tile_loop is not None:
+        loop = function.tile_loop
+        if loop.parallel:
+            lines.append("    #pragma omp parallel for schedule(static)")
+        lines.append(f"    for (long {loop.variable} = 0; {loop.variable} < {loop.extent}; "
+                     f"{loop.variable} += {loop.size}) {{")
+        indent = 2
+    for scratch in function.scratch:
+        lines.append(f"{'    ' * indent}{STORAGE_TYPE[scratch.dtype]} {scratch.pointer}[{scratch.elements}]"
+                     " __attribute__((aligned(64)));")
+    for nest in function.nests:
+        if isinstance(nest, GemmCall):
+            render_gemm(nest, lines, indent)
+        else:
+            _NestWriter(nest, lines, counter).write(indent)
+    if function.tile_loop is not None:
+        lines.append("    }")
+    lines += ["    return wf_bad_gather;", "}", ""]
+    return "\n".join(lines)
+
+
+def check_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    return row_major_strides(shape) == strides

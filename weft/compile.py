@@ -1,0 +1,215 @@
+"""``weft.compile``: a plan to a callable backed by native code.
+
+The stages run in order, each a plain function over immutable values::
+
+    groups   (fusion="off": one member per group; else weft.compose decides)
+    lower    weft.lower.lower_plan       -> LoweredPlan (loop nests)
+    arena    weft.runtime.plan_arena     -> offsets of intermediates
+    render   weft.codegen.render_source  -> C source
+    build    weft.codegen.build          -> cached shared object
+    bind     weft.runtime.NativeRunner   -> one C call per plan run
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
+from weft.codegen.driver import build
+from weft.codegen.prelude import uses_reference_math
+from weft.codegen.runner import render_source
+from weft.config import Config, config_from_env
+from weft.errors import ConfigError, InputError
+from weft.ir import Plan, verify
+from weft.lower import Target, lower_plan
+from weft.lower.nest import LoweredPlan
+from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
+from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
+from weft.runtime.memory import ArenaPlan, plan_arena
+
+
+def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
+    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
+    if config.fusion == "off":
+        return lower_plan(plan, None, target)
+    try:
+        import weft.compose as compose
+    except ModuleNotFoundError:
+        raise ConfigError(
+            f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
+        ) from None
+    if hasattr(compose, "lower_fused"):
+        return compose.lower_fused(plan, config, target)
+    if hasattr(compose, "plan_groups"):
+        return lower_plan(plan, tuple(compose.plan_groups(plan, config)), target)
+    raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
+
+
+class Prepared:
+    """A plan bound to fixed inputs and preallocated outputs: ``prepared()`` runs only the C call."""
+
+    def __init__(self, compiled: CompiledPlan, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        self.compiled = compiled
+        self.inputs = inputs
+        self.outputs = outputs
+        self._in = pointer_array(inputs)
+        self._out = pointer_array(outputs)
+
+    def __call__(self) -> None:
+        status = self.compiled.runner.run(self._in, self._out, self.compiled.config.threads)
+        if status:
+            raise self.compiled.gather_error(status)
+
+    def result(self):
+        values = self.compiled.results(self.outputs)
+        return values
+
+
+class CompiledPlan:
+    """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
+
+    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact) -> None:
+        self.plan = plan
+        self.config = config
+        self.lowered = lowered
+        self.arena = arena
+        self.source_path = artifact.source_path
+        self.so_path = artifact.so_path
+        self.compiled_now = artifact.compiled
+        self.groups = tuple(function.members for function in lowered.functions)
+        self.function_names = tuple(function.name for function in lowered.functions)
+        self.arena_bytes = arena.nbytes
+        self.output_names = tuple(dict.fromkeys(plan.outputs))
+        self.provenance = {
+            "compiler": artifact.compiler.path,
+            "compiler_version": artifact.compiler.version,
+            "flags": list(artifact.flags),
+            "cpu_features": list(cpu_features()),
+            "cpu_model": cpu_model(),
+            "lanes": lowered.lanes,
+            "contract": config.contract,
+            "threads": config.threads,
+            "fusion": config.fusion,
+            "cache_key": artifact.key,
+            "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
+            "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
+        }
+        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
+        buffers = plan.buffer_map()
+        self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
+
+    # ------------------------------------------------------------------ calling
+
+    def _inputs(self, arrays) -> list[np.ndarray]:
+        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, arrays)]
+
+    def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        if out is None:
+            return [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        given = list(out) if isinstance(out, tuple | list) else [out]
+        if len(given) != len(self.output_names):
+            raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
+                             f"({', '.join(self.output_names)}), got {len(given)}")
+        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs):
+            if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
+                got = (array.shape, array.dtype) if isinstance(array, np.ndarray) else type(array).__name__
+                raise InputError(f"plan {self.plan.name}: out array for {name} must have shape {shape} and "
+                                 f"dtype {dtype}, got {got}")
+            if not array.flags.c_contiguous or not array.flags.writeable:
+                raise InputError(f"plan {self.plan.name}: out array for {name} must be C-contiguous and "
+                                 "writeable; pass numpy.empty(shape, dtype)")
+            if any(np.shares_memory(array, source) for source in inputs):
+                raise InputError(f"plan {self.plan.name}: out array for {name} overlaps an input; "
+                                 "pass a separate array")
+        return given
+
+    def gather_error(self, status: int) -> InputError:
+        members = ", ".join(self.groups[status - 1])
+        return InputError(
+            f"plan {self.plan.name}: member {members}: a gather index (e.g. a token id or target) lies outside "
+            "the table it indexes; check the integer inputs' range"
+        )
+
+    def results(self, outputs: list[np.ndarray]):
+        by_name = dict(zip(self.output_names, outputs))
+        values = tuple(by_name[name] for name in self.plan.outputs)
+        return values[0] if len(values) == 1 else values
+
+    def __call__(self, *arrays: np.ndarray, out=None):
+        """Run the plan; returns one array or a tuple (as ``weft.oracle.run``).
+
+        Inputs are only read. With ``out=`` (an array or a tuple, one per distinct
+        output) results are written there instead of fresh arrays.
+        """
+        inputs = self._inputs(arrays)
+        outputs = self._outputs(out, inputs)
+        status = self.runner.run(pointer_array(inputs), pointer_array(outputs), self.config.threads)
+        if status:
+            raise self.gather_error(status)
+        return self.results(outputs)
+
+    def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
+        """Bind inputs and preallocated outputs once; the returned callable runs only the C call."""
+        inputs = self._inputs(arrays)
+        return Prepared(self, inputs, self._outputs(out, inputs))
+
+    run_raw = prepare
+
+    def profile(self, *arrays: np.ndarray, repeats: int = 1) -> list[tuple[str, tuple[str, ...], float]]:
+        """Seconds per call of each lowered function (name, members, seconds), from a timed runner."""
+        inputs = self._inputs(arrays)
+        outputs = self._outputs(None, inputs)
+        status, seconds = self.runner.run_profile(
+            pointer_array(inputs), pointer_array(outputs), self.config.threads, max(1, int(repeats))
+        )
+        if status:
+            raise self.gather_error(status)
+        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds)]
+
+    def memory_bytes(self) -> int:
+        """Arena, tile-local scratch (per thread) and outputs, in bytes."""
+        scratch = 0
+        for function in self.lowered.functions:
+            per_thread = sum(s.elements * s.dtype.itemsize for s in function.scratch)
+            threads = self.config.threads if function.tile_loop and function.tile_loop.parallel else 1
+            scratch += per_thread * threads
+        outputs = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self._output_specs)
+        return self.arena_bytes + scratch + outputs
+
+    def __repr__(self) -> str:
+        return (f"CompiledPlan({self.plan.name}, contract={self.config.contract}, "
+                f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+
+
+def compile(  # noqa: A001 - the public name is weft.compile
+    plan: Plan,
+    contract: str = "strict",
+    threads: int | None = None,
+    fusion: str = "off",
+    *,
+    blas: bool | None = None,
+    config: Config | None = None,
+) -> CompiledPlan:
+    """Compile ``plan`` to native code.
+
+    ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
+    (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
+    ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
+    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
+    when SciPy is importable).
+    """
+    if config is None:
+        config = config_from_env(contract=contract, threads=threads, fusion=fusion)
+    verify(plan)
+    if blas is None:
+        blas = scipy_sgemm_pointer() is not None
+    use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
+    target = Target(lanes=lanes_for(cpu_features()), contract=config.contract, use_blas=use_blas)
+    lowered = _lower(plan, config, target)
+    arena = plan_arena(plan, lowered)
+    source = render_source(plan, lowered, arena)
+    artifact = build(source, config.cc, config.cache_dir, config.contract)
+    return CompiledPlan(plan, config, lowered, arena, artifact)
+
+
+__all__ = ["CompiledPlan", "Prepared", "compile"]

@@ -1,0 +1,89 @@
+"""How an index expression moves along one axis: affine coefficients and load kinds.
+
+Lowering and rendering both ask the same question of a ``Load``: when the vector
+axis advances by one, does the address advance by one (a contiguous vector load),
+stay put (a broadcast), or do something else (lane-by-lane gather)?
+"""
+
+from __future__ import annotations
+
+import enum
+
+from weft.ir import (
+    AxisIndex,
+    IndexAdd,
+    IndexConst,
+    IndexExpr,
+    IndexMul,
+    Load,
+    index_axes,
+)
+
+
+class Access(enum.Enum):
+    BROADCAST = "broadcast"    # independent of the axis
+    CONTIGUOUS = "contiguous"  # address advances by exactly one element per step
+    GATHER = "gather"          # anything else: assembled lane by lane
+
+
+def affine_terms(index: IndexExpr) -> tuple[dict[str, int], int] | None:
+    """``({axis: coefficient}, constant)`` when the index is affine, else None."""
+    match index:
+        case AxisIndex(axis):
+            return {axis: 1}, 0
+        case IndexConst(value):
+            return {}, value
+        case IndexAdd(left, right):
+            a, b = affine_terms(left), affine_terms(right)
+            if a is None or b is None:
+                return None
+            coefficients = dict(a[0])
+            for axis, factor in b[0].items():
+                coefficients[axis] = coefficients.get(axis, 0) + factor
+            return coefficients, a[1] + b[1]
+        case IndexMul(operand, factor):
+            inner = affine_terms(operand)
+            if inner is None:
+                return None
+            return {axis: value * factor for axis, value in inner[0].items()}, inner[1] * factor
+    return None
+
+
+def axis_step(index: IndexExpr, axis: str) -> int | None:
+    """How much ``index`` changes when ``axis`` grows by one; None if not affine in it."""
+    if axis not in index_axes(index):
+        return 0
+    terms = affine_terms(index)
+    if terms is None:
+        return None
+    return terms[0].get(axis, 0)
+
+
+def address_step(load: Load, strides: tuple[int, ...], axis: str) -> int | None:
+    """Change of the element address of ``load`` per unit step of ``axis``."""
+    total = 0
+    for index, stride in zip(load.index, strides):
+        step = axis_step(index, axis)
+        if step is None:
+            return None
+        total += step * stride
+    return total
+
+
+def load_access(load: Load, strides: tuple[int, ...], axis: str) -> Access:
+    """Classify a load along ``axis`` (padding loads that move are gathers: each lane is checked)."""
+    if not any(axis in index_axes(index) for index in load.index):
+        return Access.BROADCAST
+    if load.padding is not None:
+        return Access.GATHER
+    step = address_step(load, strides, axis)
+    return Access.CONTIGUOUS if step == 1 else Access.GATHER
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    running = 1
+    for extent in reversed(shape):
+        strides.append(running)
+        running *= extent
+    return tuple(reversed(strides))

@@ -1,0 +1,164 @@
+"""The loop-nest IR: how a member (later a fused region) is executed.
+
+A ``Kernel`` says *what* is computed; a ``MemberNest`` says *how*: which output
+axis carries the vector lanes, which axis is register-blocked, which ranges of
+the output axes this nest covers, and how each buffer is addressed. Renderers
+(``weft.codegen`` for C) turn these values into code; they never decide.
+
+Three hooks exist for fusion (``weft.compose``), all unused by the unfused path:
+
+* ``AxisRange``: a nest may cover a sub-range ``[start, stop)`` of an output axis,
+  where ``start``/``stop`` are C expressions (e.g. ``tile_i`` and
+  ``tile_i + 32``), so a member can run on one tile.
+* ``BufferView``: a buffer may be re-mapped to tile-local scratch, a base pointer
+  with per-dimension offsets (subtracted from each index) and strides.
+* ``LoweredFunction.tile_loop``: a sequence of member nests may sit inside one
+  outer tile loop; each nest then restricts its ranges using the tile variable.
+
+Before/after, for ``y[i:4, j:10] = exp(x[i, j])`` with 16 lanes::
+
+    Kernel(y, axes=(i:4, j:10), body=exp(x[i, j]))
+    MemberNest(vector_axis=None, ...)   # j has 10 < 16 points: scalar columns
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from weft.ir import Buffer, DType, Kernel
+
+
+@dataclass(frozen=True, slots=True)
+class AxisRange:
+    """The points ``[start, stop)`` of one output axis that a nest covers (C expressions)."""
+
+    axis: str
+    start: str
+    stop: str
+
+
+@dataclass(frozen=True, slots=True)
+class BufferView:
+    """How a nest addresses one buffer: ``pointer[sum((index_d - offsets_d) * strides_d)]``.
+
+    ``pointer`` is the C name of the base pointer (a kernel parameter or tile-local
+    scratch array); strides are in elements.
+    """
+
+    buffer: str
+    pointer: str
+    dtype: DType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offsets: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberNest:
+    """One member's loop nest.
+
+    Work is split into *work items* (one per point of the outer axes times one per
+    block of ``block_vectors * lanes`` points of ``vector_axis``); the work-item loop
+    is the parallel loop. Inside an item, ``block_axis`` (if any) advances
+    ``block_rows`` at a time, and a fold runs innermost, ascending, with one
+    accumulator per output point (per lane).
+    """
+
+    kernel: Kernel
+    ranges: tuple[AxisRange, ...]
+    outer_axes: tuple[str, ...]
+    vector_axis: str | None
+    lanes: int
+    block_axis: str | None
+    block_rows: int
+    block_vectors: int
+    views: tuple[BufferView, ...]
+    parallel: bool
+    fold_lanes: bool = False  # Inference: lanes along the innermost fold axis
+    fold_accumulators: int = 1
+
+    @property
+    def name(self) -> str:
+        return self.kernel.output
+
+    def view(self, buffer: str) -> BufferView:
+        for view in self.views:
+            if view.buffer == buffer:
+                return view
+        raise KeyError(buffer)
+
+    def axis_range(self, axis: str) -> AxisRange:
+        for axis_range in self.ranges:
+            if axis_range.axis == axis:
+                return axis_range
+        raise KeyError(axis)
+
+
+@dataclass(frozen=True, slots=True)
+class GemmCall:
+    """A library body: ``C[m, n] = A[m, k] @ B[k, n]`` by SciPy's BLAS sgemm (Inference only).
+
+    Row-major operands are passed to column-major sgemm as the transposed
+    product (C^T = B^T A^T), the usual trick; ``batch`` repeats it over a leading
+    axis with the given per-batch element strides.
+    """
+
+    kernel: Kernel
+    a: BufferView
+    b: BufferView
+    c: BufferView
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+    trans_a: bool
+    trans_b: bool
+    batch: int = 1
+    batch_strides: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def name(self) -> str:
+        return self.kernel.output
+
+
+@dataclass(frozen=True, slots=True)
+class TileLoop:
+    """An outer loop over tiles of one axis: ``for (tile = 0; tile < extent; tile += size)``."""
+
+    variable: str
+    extent: int
+    size: int
+    parallel: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    """A tile-local array declared inside a lowered function (fusion's private intermediates)."""
+
+    pointer: str
+    dtype: DType
+    elements: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoweredFunction:
+    """One C function: the nests of a group of members, optionally inside a tile loop."""
+
+    name: str
+    members: tuple[str, ...]
+    nests: tuple[MemberNest | GemmCall, ...]
+    params: tuple[BufferView, ...]
+    tile_loop: TileLoop | None = None
+    scratch: tuple[Scratch, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LoweredPlan:
+    """Every lowered function of a plan, in execution order, with the buffers they touch."""
+
+    functions: tuple[LoweredFunction, ...]
+    buffers: tuple[Buffer, ...]
+    lanes: int
+    contract: str

@@ -1,0 +1,184 @@
+"""Choose a loop nest for each member: vector axis, register block, parallel loop.
+
+The choices are made here, from the member and the target, and recorded in a
+``MemberNest``; the C renderer only follows them.
+
+Strict keeps every fold in the oracle's order, so lanes may only run along an
+*output* axis (each lane is an independent output with its own ascending fold).
+Matmul ``c[i, j] = sum_k a[i, k] * b[k, j]`` gets lanes along ``j`` (contiguous in
+``b`` and ``c``), a block of rows along ``i`` (``a[i, k]`` is shared across the
+lanes, ``b[k, j]`` across the rows) and ``k`` ascending innermost::
+
+    work item = one block of block_vectors*lanes columns of j
+      for i in blocks of block_rows:  acc[r][c] = 0;  for k: acc[r][c] += a[i+r,k] * b[k, j+c*L]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from weft.ir import AxisIndex, Buffer, Kernel, Load, Plan, expr_loads
+from weft.lower.access import Access, address_step, load_access, row_major_strides
+from weft.lower.gemm import match_gemm
+from weft.lower.nest import (
+    AxisRange,
+    BufferView,
+    GemmCall,
+    LoweredFunction,
+    LoweredPlan,
+    MemberNest,
+)
+
+# Work (output points x fold points) below which a nest runs on one thread: an
+# OpenMP fork costs a few microseconds, more than a small member's whole run.
+PARALLEL_MIN_WORK = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What lowering needs to know of the machine and the contract."""
+
+    lanes: int
+    contract: str = "strict"
+    use_blas: bool = False
+
+
+def c_identifier(name: str, taken: set[str]) -> str:
+    """A C identifier for a buffer name (``layer0/q.1`` -> ``b_layer0_q_1``), unique in ``taken``."""
+    base = "b_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    candidate, suffix = base, 1
+    while candidate in taken:
+        suffix += 1
+        candidate = f"{base}_{suffix}"
+    taken.add(candidate)
+    return candidate
+
+
+def default_views(plan: Plan) -> dict[str, BufferView]:
+    """Every buffer addressed in place, row-major, through its own pointer."""
+    taken: set[str] = set()
+    views = {}
+    for buffer in plan.buffers:
+        views[buffer.name] = BufferView(
+            buffer=buffer.name,
+            pointer=c_identifier(buffer.name, taken),
+            dtype=buffer.dtype,
+            shape=buffer.shape,
+            strides=row_major_strides(buffer.shape),
+            offsets=("0",) * len(buffer.shape),
+        )
+    return views
+
+
+def _vector_score(kernel: Kernel, axis: str, views: dict[str, BufferView]) -> int:
+    """Contiguous accesses along ``axis`` count for it, gathers against it."""
+    score = 0
+    store = Load(kernel.output, tuple(AxisIndex(a.name) for a in kernel.axes))
+    for load in (store, *expr_loads(kernel.body)):
+        view = views[load.buffer]
+        access = load_access(load, view.strides, axis)
+        if access is Access.CONTIGUOUS and view.dtype.itemsize >= 4:
+            score += 2 if load is store else 1
+        elif access is Access.GATHER:
+            score -= 1
+    return score
+
+
+def choose_vector_axis(kernel: Kernel, views: dict[str, BufferView], lanes: int) -> str | None:
+    """The output axis with the best contiguous accesses and at least one full vector."""
+    best, best_score = None, None
+    for axis in kernel.axes:
+        if axis.extent < lanes:
+            continue
+        score = _vector_score(kernel, axis.name, views)
+        if best_score is None or score >= best_score:  # ties go to the inner axis
+            best, best_score = axis.name, score
+    return best
+
+
+def choose_block_axis(kernel: Kernel, vector_axis: str | None, views: dict[str, BufferView]) -> str | None:
+    """For a fold: an output axis some load does not depend on (its value is reused across rows)."""
+    if kernel.fold is None or vector_axis is None:
+        return None
+    candidates = [a for a in kernel.axes if a.name != vector_axis and a.extent >= 2]
+    for axis in reversed(candidates):
+        loads = expr_loads(kernel.body)
+        if any(address_step(load, views[load.buffer].strides, axis.name) == 0 for load in loads):
+            return axis.name
+    return None
+
+
+def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -> MemberNest | GemmCall:
+    """One member's nest (or a library body where the target allows it)."""
+    if target.use_blas and target.contract == "inference":
+        gemm = match_gemm(kernel, views)
+        if gemm is not None:
+            return gemm
+    vector_axis = choose_vector_axis(kernel, views, target.lanes)
+    block_axis = choose_block_axis(kernel, vector_axis, views)
+    if block_axis is not None:
+        block_rows = min(6 if target.lanes >= 16 else 4, _extent(kernel, block_axis))
+        block_vectors = 2
+    elif kernel.fold is not None:
+        block_rows, block_vectors = 1, 4
+    else:
+        block_rows, block_vectors = 1, 2
+    outer = tuple(a.name for a in kernel.axes if a.name not in (vector_axis, block_axis))
+    work = 1
+    for axis in kernel.all_axes:
+        work *= axis.extent
+    touched = (kernel.output, *kernel.reads)
+    return MemberNest(
+        kernel=kernel,
+        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+        outer_axes=outer,
+        vector_axis=vector_axis,
+        lanes=target.lanes,
+        block_axis=block_axis,
+        block_rows=block_rows,
+        block_vectors=block_vectors,
+        views=tuple(views[name] for name in touched),
+        parallel=work >= PARALLEL_MIN_WORK,
+    )
+
+
+def _extent(kernel: Kernel, axis: str) -> int:
+    return next(a.extent for a in kernel.axes if a.name == axis)
+
+
+def _function_name(members: tuple[str, ...], taken: set[str]) -> str:
+    return "k" + c_identifier("_".join(members)[:48], taken)[1:]
+
+
+def lower_group(
+    plan: Plan, group: tuple[str, ...], views: dict[str, BufferView], target: Target, taken: set[str]
+) -> LoweredFunction:
+    """Members of one group, run one after another inside one C function (no tile loop)."""
+    kernels = [plan.kernel(name) for name in group]
+    nests = tuple(lower_member(kernel, views, target) for kernel in kernels)
+    params: dict[str, BufferView] = {}
+    for nest in nests:
+        touched = nest.views if isinstance(nest, MemberNest) else (nest.a, nest.b, nest.c)
+        for view in touched:
+            params.setdefault(view.buffer, view)
+    return LoweredFunction(
+        name=_function_name(group, taken), members=group, nests=nests, params=tuple(params.values())
+    )
+
+
+def lower_plan(plan: Plan, groups: tuple[tuple[str, ...], ...] | None, target: Target) -> LoweredPlan:
+    """The seam between composition and code generation.
+
+    ``groups`` lists member names lowered together into one C function, in
+    execution order; ``None`` means unfused (one member per group).
+    """
+    if groups is None:
+        groups = tuple((kernel.output,) for kernel in plan.kernels)
+    views = default_views(plan)
+    taken: set[str] = set()
+    functions = tuple(lower_group(plan, tuple(group), views, target, taken) for group in groups)
+    return LoweredPlan(functions=functions, buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
+
+
+def plan_buffers(plan: Plan) -> dict[str, Buffer]:
+    return plan.buffer_map()

@@ -1,0 +1,77 @@
+"""The ctypes binding of a compiled plan's runner.
+
+One ``NativeRunner`` per loaded shared object: it owns the arena (64-byte
+aligned), hands SciPy's BLAS sgemm to the library once, and calls ``wf_run`` or
+``wf_run_profile`` with arrays of data pointers. ctypes drops the GIL for the
+call; a lock keeps two Python threads from sharing the arena at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+_POINTERS = ctypes.POINTER(ctypes.c_void_p)
+
+
+@functools.lru_cache(maxsize=1)
+def scipy_sgemm_pointer() -> int | None:
+    """Address of SciPy's BLAS ``sgemm`` (scipy.linalg.cython_blas), or None without SciPy."""
+    try:
+        from scipy.linalg import cython_blas
+    except ImportError:
+        return None
+    capsule = cython_blas.__pyx_capi__["sgemm"]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get_pointer(capsule, get_name(capsule))
+
+
+def pointer_array(arrays: Sequence[np.ndarray]):
+    return (ctypes.c_void_p * max(len(arrays), 1))(*[array.ctypes.data for array in arrays])
+
+
+class NativeRunner:
+    """Calls into one compiled plan; holds its arena."""
+
+    def __init__(self, so_path: Path, arena_bytes: int, functions: int) -> None:
+        self.library = ctypes.CDLL(str(so_path))
+        self.functions = functions
+        self.run_fn = self.library.wf_run
+        self.run_fn.restype = ctypes.c_int
+        self.run_fn.argtypes = [_POINTERS, _POINTERS, ctypes.c_void_p, ctypes.c_int]
+        self.profile_fn = self.library.wf_run_profile
+        self.profile_fn.restype = ctypes.c_int
+        self.profile_fn.argtypes = [_POINTERS, _POINTERS, ctypes.c_void_p, ctypes.c_int,
+                                    ctypes.POINTER(ctypes.c_double)]
+        sgemm = scipy_sgemm_pointer()
+        set_sgemm = self.library.wf_set_sgemm
+        set_sgemm.argtypes = [ctypes.c_void_p]
+        set_sgemm(sgemm)
+        storage = np.empty(arena_bytes + 64, dtype=np.uint8)
+        offset = (-storage.ctypes.data) % 64
+        self._arena_storage = storage
+        self.arena = storage[offset:offset + arena_bytes]
+        self.arena_address = storage.ctypes.data + offset
+        self.lock = threading.Lock()
+
+    def run(self, inputs, outputs, threads: int) -> int:
+        """``inputs``/``outputs``: ctypes pointer arrays (see ``pointer_array``)."""
+        with self.lock:
+            return self.run_fn(inputs, outputs, self.arena_address, threads)
+
+    def run_profile(self, inputs, outputs, threads: int, repeats: int) -> tuple[int, list[float]]:
+        seconds = (ctypes.c_double * max(self.functions, 1))()
+        with self.lock:
+            for _ in range(repeats):
+                status = self.profile_fn(inputs, outputs, self.arena_address, threads, seconds)
+                if status:
+                    return status, []
+        return 0, [seconds[i] / repeats for i in range(self.functions)]
