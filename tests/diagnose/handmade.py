@@ -1,8 +1,22 @@
 """Plans written member by member in the test, independent of weft.nn."""
 
 from weft.ir import (
-    Axis, AxisIndex, Binary, BinaryOp, Buffer, Combiner, Const, DType, Fold, Kernel, Load, Plan, Role, Unary,
-    UnaryOp, verify,
+    Axis,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Buffer,
+    Combiner,
+    Const,
+    DType,
+    Fold,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    Unary,
+    UnaryOp,
+    verify,
 )
 
 F32 = DType.FLOAT32

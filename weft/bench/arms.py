@@ -120,6 +120,7 @@ class Runner:
     provenance: dict = field(default_factory=dict)
     memory_bytes: int | None = None
     build_seconds: float = 0.0
+    compiled: object = None  # the CompiledPlan of a Weft arm (for profile()), None for peers
 
 
 def as_tuple(outputs) -> tuple[np.ndarray, ...]:
@@ -130,9 +131,10 @@ def as_tuple(outputs) -> tuple[np.ndarray, ...]:
 
 def compile_plan(plan, spec: ArmSpec):
     """weft.compile for a Weft arm; a clear BenchError if the configuration is not built."""
-    import weft
-
-    compile_function = getattr(weft, "compile", None)
+    try:
+        from weft.compile import compile as compile_function
+    except ImportError:
+        compile_function = None
     if compile_function is None:
         raise BenchError(f"arm {spec.label} needs weft.compile (the C backend), which is not available in this build")
     options = {"contract": spec.contract, "threads": spec.threads}
@@ -159,7 +161,7 @@ def build_weft_runner(spec: ArmSpec, plan, arrays) -> Runner:
         call = step
     memory = compiled.memory_bytes() if hasattr(compiled, "memory_bytes") else None
     provenance = dict(getattr(compiled, "provenance", {}) or {})
-    return Runner(spec, call, outputs, provenance, memory, time.perf_counter() - start)
+    return Runner(spec, call, outputs, provenance, memory, time.perf_counter() - start, compiled)
 
 
 def _import_torch():

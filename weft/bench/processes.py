@@ -48,7 +48,7 @@ def run_across_processes(
                 on_process()
         per_round.append((order, seconds))
     blocks = []
-    for first, second in zip(per_round[::2], per_round[1::2]):
+    for first, second in zip(per_round[::2], per_round[1::2], strict=False):
         blocks.append(Block(first[0] + second[0], tuple(first[1] + second[1])))
     return blocks, answers
 
@@ -56,7 +56,7 @@ def run_across_processes(
 def child_main() -> int:
     """Build one arm from the job on stdin, time it, print the rounds as JSON."""
     from weft.bench.driver import time_round
-    from weft.bench.run import build_context, build_arm_runner
+    from weft.bench.run import build_arm_runner, build_context
     from weft.ir import output_digest
 
     job = json.loads(sys.stdin.read())

@@ -111,7 +111,7 @@ def verdicts_from_section(section: dict) -> list[Verdict]:
 def recompute(data: dict) -> list[tuple[str, Verdict, dict, bool]]:
     """For every section: (section name, recomputed verdict, recorded verdict, agree?)."""
     rows = []
-    for name in ("in_process", "processes"):
+    for name in ("in_process", "processes", "whole"):
         section = data.get(name)
         if not section:
             continue

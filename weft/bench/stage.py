@@ -54,7 +54,7 @@ def stage_plan(plan: Plan, members: tuple[str, ...]) -> Plan:
 
 
 def stage_inputs(plan: Plan, stage: Plan, arrays, seed: int = 0) -> tuple[np.ndarray, ...]:
-    given = dict(zip(plan.inputs, arrays))
+    given = dict(zip(plan.inputs, arrays, strict=False))
     rng = np.random.default_rng(seed + 1)
     values = []
     for name in stage.inputs:

@@ -47,7 +47,7 @@ class Block:
 
     def times_of(self, arm: str) -> tuple[float, ...]:
         """The arm's rounds in this block, in execution order (first, second)."""
-        return tuple(seconds for label, seconds in zip(self.order, self.seconds) if label == arm)
+        return tuple(seconds for label, seconds in zip(self.order, self.seconds, strict=False) if label == arm)
 
     def to_json(self) -> dict:
         return {"order": list(self.order), "seconds": list(self.seconds)}

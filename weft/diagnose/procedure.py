@@ -1,0 +1,212 @@
+"""The profiling procedure of BACKGROUND.md, cheapest step first.
+
+1. time the whole step (the baseline);
+2. break it down per lowered function (member or fused region), sort, keep the top ten;
+3. count each one's bytes and FLOPs from shapes; compare the intensity with the
+   machine's ridge point (memory- or compute-bound), and the time with its floor;
+4. flag the fusion-opportunity signature (``weft.diagnose.chains``);
+5. measure memory at two sizes of the workload's sequence axis: a ratio near 4 when
+   the length doubles is quadratic growth (a T x T tensor exists: a fast path is not
+   running), and name the members whose buffers grow that way;
+6. time outside members: whole step minus the sum of the functions (runner, Python).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from weft.bench.arms import BenchError, build_weft_runner, parse_arm
+from weft.bench.roofline import Work, floor, group_work, unfused_work
+from weft.diagnose.chains import Chain, find_chains
+from weft.ir import Plan, Role
+
+TOP = 10
+QUADRATIC_EXPONENT = 1.5  # growth exponent at or past which a buffer counts as quadratic
+
+
+@dataclass(frozen=True)
+class FunctionRow:
+    name: str
+    members: tuple[str, ...]
+    seconds: float
+    share: float
+    work: Work
+    bound: str  # memory | compute (from intensity vs ridge)
+    floor_s: float
+
+    @property
+    def fraction_of_floor(self) -> float:
+        return self.floor_s / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class BufferGrowth:
+    buffer: str
+    producer: str
+    shape_small: tuple[int, ...]
+    shape_large: tuple[int, ...]
+    bytes_small: int
+    bytes_large: int
+    exponent: float  # log(bytes ratio) / log(size ratio)
+
+
+@dataclass(frozen=True)
+class MemoryScaling:
+    param: str
+    sizes: tuple[int, int]
+    bytes: tuple[int, int]
+    source: str  # "compiled plan" or "IR buffers"
+    growth: tuple[BufferGrowth, ...]
+
+    @property
+    def ratio(self) -> float:
+        return self.bytes[1] / self.bytes[0]
+
+    @property
+    def exponent(self) -> float:
+        return math.log(self.ratio) / math.log(self.sizes[1] / self.sizes[0])
+
+    @property
+    def quadratic(self) -> bool:
+        return self.exponent >= QUADRATIC_EXPONENT
+
+    @property
+    def responsible(self) -> tuple[BufferGrowth, ...]:
+        return tuple(g for g in self.growth if g.exponent >= QUADRATIC_EXPONENT)
+
+
+@dataclass
+class Diagnosis:
+    workload: str
+    params: dict
+    arm: str
+    threads: int
+    bandwidth: float
+    peak_flops: float
+    plan_work: Work
+    unfused: Work
+    whole_step_s: float | None = None
+    c_call_s: float | None = None
+    functions: list[FunctionRow] = field(default_factory=list)
+    timing_note: str = ""
+    chains: list[Chain] = field(default_factory=list)
+    memory: MemoryScaling | None = None
+    memory_note: str = ""
+
+    @property
+    def ridge_point(self) -> float:
+        return self.peak_flops / self.bandwidth
+
+    @property
+    def members_s(self) -> float:
+        return sum(row.seconds for row in self.functions)
+
+    @property
+    def outside_s(self) -> float | None:
+        if self.whole_step_s is None or not self.functions:
+            return None
+        return self.whole_step_s - self.members_s
+
+
+def _median_time(call, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def function_rows(plan: Plan, profile_rows, bandwidth: float, peak: float) -> list[FunctionRow]:
+    total = sum(seconds for _, _, seconds in profile_rows) or 1.0
+    rows = []
+    for name, members, seconds in profile_rows:
+        members = tuple(members) or (name,)
+        work = group_work(plan, members)
+        bound = floor(work, bandwidth, peak)
+        label = "memory" if work.intensity < peak / bandwidth else "compute"
+        rows.append(FunctionRow(name, members, seconds, seconds / total, work, label, bound.seconds))
+    rows.sort(key=lambda row: -row.seconds)
+    return rows
+
+
+def buffer_growth(small: Plan, large: Plan, size_ratio: float) -> tuple[BufferGrowth, ...]:
+    large_buffers = large.buffer_map()
+    rows = []
+    for buffer in small.buffers:
+        other = large_buffers.get(buffer.name)
+        if other is None or buffer.role is Role.INPUT or buffer.nbytes == 0:
+            continue
+        exponent = math.log(other.nbytes / buffer.nbytes) / math.log(size_ratio) if other.nbytes else 0.0
+        rows.append(BufferGrowth(buffer.name, buffer.name, buffer.shape, other.shape, buffer.nbytes, other.nbytes, exponent))
+    rows.sort(key=lambda g: (-g.exponent, -g.bytes_large))
+    return tuple(rows)
+
+
+def _plan_memory(plan: Plan, spec, arrays_for) -> tuple[int, str]:
+    """Bytes of the compiled plan's memory if Weft can compile it, else every buffer in the IR."""
+    try:
+        from weft.bench.arms import compile_plan
+
+        compiled = compile_plan(plan, spec)
+        if hasattr(compiled, "memory_bytes"):
+            return int(compiled.memory_bytes()), "compiled plan"
+    except BenchError:
+        pass
+    return sum(buffer.nbytes for buffer in plan.buffers), "IR buffers (every member's output held)"
+
+
+def memory_scaling(workload, params: dict, spec, sizes: tuple[int, int] | None) -> tuple[MemoryScaling | None, str]:
+    param = getattr(workload, "sequence_param", None)
+    if not param:
+        return None, f"workload {workload.name} has no sequence axis; memory scaling does not apply"
+    if sizes is None:
+        base = int(params[param])
+        sizes = (base, 2 * base)
+    plans = [workload.plan(**{**params, param: size}) for size in sizes]
+    measured = [_plan_memory(plan, spec, None) for plan in plans]
+    source = measured[0][1] if measured[0][1] == measured[1][1] else "IR buffers"
+    if source == "IR buffers":
+        measured = [(sum(b.nbytes for b in plan.buffers), source) for plan in plans]
+    growth = buffer_growth(plans[0], plans[1], sizes[1] / sizes[0])
+    producers = {kernel.output for kernel in plans[0].kernels}
+    growth = tuple(g for g in growth if g.buffer in producers)
+    return MemoryScaling(param, tuple(sizes), (measured[0][0], measured[1][0]), source, growth), ""
+
+
+def diagnose(workload, params: dict, profile, arm: str = "unfused", threads: int = 1,
+             sizes: tuple[int, int] | None = None, repeats: int = 5, seed: int = 0) -> Diagnosis:
+    """Run the procedure on one workload; steps that need the compiler say why they were skipped."""
+    from weft.bench.roofline import plan_work
+
+    full = {**dict(getattr(workload, "defaults", {}) or {}), **params}
+    if sizes is not None and getattr(workload, "sequence_param", None):
+        full[workload.sequence_param] = sizes[0]
+    plan = workload.plan(**full)
+    spec = parse_arm(arm, threads)
+    if spec.kind != "weft":
+        raise BenchError(f"weft diagnose profiles Weft arms only (unfused, greedy, priced, matchers, strict, inference), not {arm}")
+    result = Diagnosis(workload.name, full, arm, spec.threads, profile.bandwidth(spec.threads),
+                       profile.peak_flops(spec.threads), plan_work(plan), unfused_work(plan))
+    arrays = tuple(workload.inputs(seed=seed, **full))
+    try:
+        runner = build_weft_runner(spec, plan, arrays)
+    except BenchError as error:
+        result.timing_note = f"timing skipped: {error}"
+        runner = None
+    if runner is not None:
+        compiled = runner.compiled
+        runner.call()
+        result.whole_step_s = _median_time(lambda: compiled(*arrays), repeats)
+        result.c_call_s = _median_time(runner.call, repeats)
+        if hasattr(compiled, "profile"):
+            rows = compiled.profile(*arrays, repeats=repeats)
+            result.functions = function_rows(plan, rows, result.bandwidth, result.peak_flops)
+        else:
+            result.timing_note = "per-function breakdown skipped: this compiled plan has no profile()"
+    result.chains = find_chains(plan)
+    result.memory, result.memory_note = memory_scaling(workload, full, spec, sizes)
+    return result
