@@ -6,8 +6,12 @@ All three marks must hold:
 2. an **intermediate at least as large as the chain's inputs and outputs** (it makes
    round trips to memory the result never needed; *strictly* larger is the strongest
    sign, e.g. attention's T x T scores against T x d inputs);
-3. **low intensity**: the chain's FLOPs over the bytes its members move unfused are
-   below the machine's ridge point (memory-bound: its traffic is avoidable).
+3. **low intensity**: the chain's elementwise and reduction members (every member
+   that is not a contraction) do fewer FLOPs per byte they move unfused than the
+   machine's ridge point: the traffic through the intermediate is driven by steps
+   worth a few operations per byte, not a matrix product's worth. (A chain of
+   contractions only is judged on all its members.) The whole chain's unfused
+   intensity is reported beside it.
 
 Finding chains: take private intermediates from the largest down. Around one,
 ``X``, start with its producer and its readers; absorb the producer of any chain
@@ -39,6 +43,8 @@ class Chain:
     boundary_bytes: int  # the largest input or output of the chain
     unfused: Work  # what the members move as separate functions
     fused: Work  # what the chain moves as one
+    steps: Work  # unfused work of the non-contraction members (all members if none)
+    step_members: tuple[str, ...]
 
     @property
     def is_chain(self) -> bool:
@@ -53,7 +59,7 @@ class Chain:
         return self.intermediate_bytes > self.boundary_bytes
 
     def low_intensity(self, ridge_point: float) -> bool:
-        return self.unfused.intensity < ridge_point
+        return self.steps.intensity < ridge_point
 
     def holds(self, ridge_point: float) -> bool:
         return self.is_chain and self.large_intermediate and self.low_intensity(ridge_point)
@@ -103,6 +109,7 @@ def chain_of(plan: Plan, members: set[str] | tuple[str, ...], intermediate: str 
     if intermediate is None:
         intermediate = max(private, key=lambda m: buffers[m].nbytes) if private else ordered[-1]
     boundary = max((buffers[name].nbytes for name in inputs + outputs), default=0)
+    steps = tuple(m for m in ordered if not plan.kernel(m).is_contraction) or ordered
     return Chain(
         members=ordered,
         intermediate=intermediate,
@@ -112,6 +119,8 @@ def chain_of(plan: Plan, members: set[str] | tuple[str, ...], intermediate: str 
         boundary_bytes=boundary,
         unfused=unfused_work(_subplan_view(plan, inside)),
         fused=group_work(plan, ordered),
+        steps=unfused_work(_subplan_view(plan, set(steps))),
+        step_members=steps,
     )
 
 

@@ -67,7 +67,8 @@ def print_diagnosis(console: Console, result: Diagnosis) -> None:
              f"{chain.intermediate} is {format_bytes(chain.intermediate_bytes)} vs largest input/output"
              f" {format_bytes(chain.boundary_bytes)}"),
             ("low intensity", chain.low_intensity(result.ridge_point),
-             f"{chain.unfused.intensity:.2f} FLOP/B unfused vs ridge {result.ridge_point:.1f}"),
+             f"{', '.join(chain.step_members)} do {chain.steps.intensity:.2f} FLOP/B vs ridge"
+             f" {result.ridge_point:.1f} (whole chain unfused: {chain.unfused.intensity:.2f})"),
         ]
         verdict = "[green]FLAGGED[/green]" if chain.holds(result.ridge_point) else "not flagged"
         console.print(f"  {' -> '.join(chain.members)}: {verdict}")

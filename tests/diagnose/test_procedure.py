@@ -1,0 +1,80 @@
+"""The profiling procedure on hand-built plans: memory scaling, breakdown, report."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from handmade import attention_plan, layernorm_plan  # noqa: E402
+
+from weft.cost.machine import machine_profile  # noqa: E402
+from weft.diagnose.procedure import diagnose  # noqa: E402
+from weft.diagnose.report import print_diagnosis  # noqa: E402
+
+pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
+
+
+class HandAttention:
+    name = "attention"
+    defaults = {"tokens": 128, "dim": 8}
+    sequence_param = "tokens"
+
+    def plan(self, tokens, dim):
+        return attention_plan(tokens, dim)
+
+    def inputs(self, seed=0, tokens=128, dim=8):
+        rng = np.random.default_rng(seed)
+        return tuple(rng.standard_normal((tokens, dim), dtype=np.float32) for _ in range(3))
+
+
+class HandLayerNorm:
+    name = "layernorm"
+    defaults = {"rows": 64, "width": 32}
+    sequence_param = "rows"
+
+    def plan(self, rows, width):
+        return layernorm_plan(rows, width)
+
+    def inputs(self, seed=0, rows=64, width=32):
+        rng = np.random.default_rng(seed)
+        return (rng.standard_normal((rows, width), dtype=np.float32), rng.standard_normal(width, dtype=np.float32))
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    return machine_profile(tmp_path_factory.mktemp("cache"), quick=True)
+
+
+def test_attention_memory_grows_quadratically_and_names_members(profile):
+    result = diagnose(HandAttention(), {}, profile, sizes=(128, 256), repeats=2)
+    memory = result.memory
+    assert memory.sizes == (128, 256) and memory.source == "compiled plan"
+    # T x T buffers s, e, p dominate; q, k, v, o (T x 8) and m, l (T) are small
+    assert 3.5 < memory.ratio <= 4.0
+    assert memory.quadratic
+    assert [g.producer for g in memory.responsible] == ["s", "e", "p"]
+    # the breakdown covers every member, slowest first, and leaves time outside
+    assert sorted(row.members[0] for row in result.functions) == ["e", "l", "m", "o", "p", "s"]
+    seconds = [row.seconds for row in result.functions]
+    assert seconds == sorted(seconds, reverse=True)
+    assert result.whole_step_s > 0 and result.outside_s is not None
+    assert result.chains[0].members == ("s", "m", "e", "l", "p", "o")
+    text = Console(record=True, width=160)
+    print_diagnosis(text, result)
+    report = text.export_text()
+    for phrase in ("Whole step", "Where the time goes", "ridge point", "Quadratic", "Members responsible",
+                   "Time outside members", "s -> m -> e -> l -> p -> o"):
+        assert phrase in report
+
+
+def test_layernorm_memory_is_linear(profile):
+    result = diagnose(HandLayerNorm(), {}, profile, sizes=(64, 128), repeats=2)
+    assert result.memory.ratio == pytest.approx(2.0, rel=0.05)
+    assert not result.memory.quadratic and result.memory.responsible == ()
+    # intensity of an elementwise member is far below any CPU's ridge point
+    xc = next(row for row in result.functions if row.members == ("xc",))
+    assert xc.bound == "memory"
