@@ -1,11 +1,30 @@
 """The composition engine (DESIGN.md §5): regions grown from anchors, signatures,
 the rescaling rewrite derived from member bodies, and the explanation of it all.
-No fusion pattern is written anywhere here."""
+No fusion pattern is written anywhere here.
+
+``lower_fused(plan, config, target)`` is the seam ``weft.compile`` calls for any
+policy other than ``fusion="off"``: it chooses regions with ``config.fusion`` and
+``config.contract`` and lowers each region as one tiled nest (``weft.lower.fused``;
+under Inference a region the rescaling rewrite applies to is lowered as one pass,
+``weft.lower.online``).
+"""
 
 from weft.compose.partition import POLICIES, Partition, choose_regions
 from weft.compose.regions import Growth, Refusal, Region, grow, grow_from_anchor, plan_anchors
 
+
+def lower_fused(plan, config, target):
+    """The partition chosen by ``config.fusion`` under ``config.contract``, lowered."""
+    from weft.lower.fused import lower_partition
+
+    online = None
+    if config.contract == "inference":
+        from weft.lower.online import lower_online_region as online
+    partition = choose_regions(plan, config.fusion, config.contract)
+    return lower_partition(plan, partition, target, online_lowering=online)
+
+
 __all__ = [
     "POLICIES", "Growth", "Partition", "Refusal", "Region", "choose_regions", "grow", "grow_from_anchor",
-    "plan_anchors",
+    "lower_fused", "plan_anchors",
 ]

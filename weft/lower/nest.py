@@ -152,6 +152,7 @@ class LoweredFunction:
     params: tuple[BufferView, ...]
     tile_loop: TileLoop | None = None
     scratch: tuple[Scratch, ...] = ()
+    private: tuple[str, ...] = ()  # members whose output lives only in ``scratch`` (no arena space)
 
 
 @dataclass(frozen=True, slots=True)

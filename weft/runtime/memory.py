@@ -51,7 +51,7 @@ def lifetimes(plan: Plan, lowered: LoweredPlan) -> dict[str, tuple[int, int]]:
     spans: dict[str, list[int]] = {}
     for position, function in enumerate(lowered.functions):
         for member in function.members:
-            if member not in outside:
+            if member not in outside and member not in function.private:
                 spans.setdefault(member, [position, position])
         for member in function.members:
             for name in plan.kernel(member).reads:
