@@ -7,9 +7,10 @@ import subprocess
 import numpy as np
 import pytest
 
+from weft.config import config_from_env
 from weft.mathf import C_BINARY_NAMES, C_UNARY_NAMES, c_math_source
 
-FLAGS = ("-O2", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-Wall", "-Werror")
+FLAGS = ("-march=native", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-Wall", "-Werror")
 
 _RUNNERS = """
 #define RUN_UNARY(name) \\
@@ -68,24 +69,25 @@ class MathLibrary:
 
 @pytest.fixture(scope="session")
 def compile_math(tmp_path_factory):
-    """Returns ``build(lanes) -> MathLibrary``; skips when no C compiler is installed."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
+    """Returns ``build(lanes, *extra_flags) -> MathLibrary`` (default -O2); skips without a C compiler."""
+    compiler = shutil.which(config_from_env().cc)
     if compiler is None:
-        pytest.skip("no C compiler (cc/gcc) on PATH: the C side of weft.mathf cannot be checked")
+        pytest.skip("no C compiler (WEFT_CC or cc) on PATH: the C side of weft.mathf cannot be checked")
     built = {}
 
-    def build(lanes):
-        if lanes not in built:
+    def build(lanes, *extra_flags):
+        key = (lanes, *extra_flags)
+        if key not in built:
             directory = tmp_path_factory.mktemp(f"mathf_l{lanes}")
             source = directory / "math.c"
             runners = "".join(f"RUN_UNARY({name})\n" for name in C_UNARY_NAMES)
             runners += "".join(f"RUN_BINARY({name})\n" for name in C_BINARY_NAMES)
             source.write_text(c_math_source(lanes) + _RUNNERS + runners)
             library = directory / "math.so"
-            command = [compiler, *FLAGS, str(source), "-o", str(library)]
+            command = [compiler, *FLAGS, *(extra_flags or ("-O2",)), str(source), "-o", str(library)]
             completed = subprocess.run(command, capture_output=True, text=True)
             assert completed.returncode == 0, f"{' '.join(command)}\n{completed.stderr}"
-            built[lanes] = MathLibrary(library, lanes)
-        return built[lanes]
+            built[key] = MathLibrary(library, lanes)
+        return built[key]
 
     return build
