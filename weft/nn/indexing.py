@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from weft.ir import (
     AxisIndex,
     Binary,
+    BinaryOp,
     Cast,
     Const,
+    DType,
     Expr,
     IndexAdd,
     IndexConst,
@@ -143,12 +145,40 @@ def simplify_expr(expr: Expr, extents: Mapping[str, int]) -> Expr:
         case Cast(operand, dtype):
             return Cast(simplify_expr(operand, extents), dtype)
         case Binary(op, left, right):
-            return Binary(op, simplify_expr(left, extents), simplify_expr(right, extents))
+            return _fold_binary(op, simplify_expr(left, extents), simplify_expr(right, extents), extents)
         case Where(condition, if_true, if_false):
-            return Where(*(simplify_expr(e, extents) for e in (condition, if_true, if_false)))
+            condition = simplify_expr(condition, extents)
+            if isinstance(condition, Const) and condition.dtype is DType.BOOL:
+                return simplify_expr(if_true if condition.value else if_false, extents)
+            return Where(condition, simplify_expr(if_true, extents), simplify_expr(if_false, extents))
     if dataclasses.is_dataclass(expr):
         return expr
     raise TypeError(f"not an expression: {expr!r}")
+
+
+_COMPARE = {
+    BinaryOp.LT: lambda lo, hi, c: True if hi < c else False if lo >= c else None,
+    BinaryOp.LE: lambda lo, hi, c: True if hi <= c else False if lo > c else None,
+    BinaryOp.GT: lambda lo, hi, c: True if lo > c else False if hi <= c else None,
+    BinaryOp.GE: lambda lo, hi, c: True if lo >= c else False if hi < c else None,
+}
+
+
+def _fold_binary(op: BinaryOp, left: Expr, right: Expr, extents: Mapping[str, int]) -> Expr:
+    """Decide index comparisons whose outcome the axis ranges fix (concat / padding guards),
+    and drop the constant operands of ``and``/``or`` that result."""
+    if op in _COMPARE and isinstance(left, IndexValue) and isinstance(right, Const) and not right.dtype.is_float:
+        bounds = index_range(left.index, extents)
+        if bounds is not None:
+            decided = _COMPARE[op](bounds[0], bounds[1], right.value)
+            if decided is not None:
+                return Const(decided, DType.BOOL)
+    if op in (BinaryOp.AND, BinaryOp.OR):
+        for constant, other in ((left, right), (right, left)):
+            if isinstance(constant, Const) and constant.dtype is DType.BOOL:
+                absorbing = op is BinaryOp.OR
+                return constant if bool(constant.value) is absorbing else other
+    return Binary(op, left, right)
 
 
 def reshape_groups(source: tuple[int, ...], target: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:

@@ -1,0 +1,48 @@
+"""``weft plan WORKLOAD [--set key=value ...]`` and ``weft workloads``."""
+
+from __future__ import annotations
+
+import argparse
+
+from weft.errors import WorkloadError
+from weft.ir import format_plan
+
+
+def parse_settings(items: list[str] | None) -> dict[str, str]:
+    """``["tokens=1024", "head_dim=32"]`` -> ``{"tokens": "1024", ...}``; values are
+    parsed later against each parameter's default type."""
+    settings: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise WorkloadError(f"--set expects key=value (e.g. --set tokens=1024), got {item!r}")
+        settings[key.strip().replace("-", "_")] = value.strip()
+    return settings
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from weft.workloads import get_workload
+
+    workload = get_workload(args.workload)
+    plan = workload.plan(**parse_settings(args.set))
+    print(format_plan(plan))
+    return 0
+
+
+def _workloads(args: argparse.Namespace) -> int:
+    from weft.workloads import WORKLOADS
+
+    for workload in WORKLOADS.values():
+        print(f"{workload.name}")
+        print(f"    {workload.description}")
+        print(f"    defaults: {' '.join(f'{k}={v}' for k, v in workload.defaults.items())}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    plan = subparsers.add_parser("plan", help="print a built-in workload's traced plan (its members)")
+    plan.add_argument("workload", help="workload name (see `weft workloads`)")
+    plan.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a size parameter (repeatable)")
+    plan.set_defaults(handler=_plan)
+    listing = subparsers.add_parser("workloads", help="list the built-in workloads and their default sizes")
+    listing.set_defaults(handler=_workloads)
