@@ -31,41 +31,97 @@ def check(function, cases):
 
 
 def test_exp_special_values():
-    check(mathf.exp, [
-        (0.0, 1.0), (-0.0, 1.0), (INF, INF), (-INF, 0.0), (NAN, NAN), (89.0, INF), (F32_MAX, INF),
-        (88.72283172607422, np.float32(np.exp(np.float64(np.float32(88.72283172607422))))),
-        (88.72283935546875, INF), (-104.0, 0.0), (-F32_MAX, 0.0), (1.0, np.float32(np.e)),
-        (-103.0, np.float32(np.exp(-103.0))), (2.0**-149, 1.0),
-    ])
+    check(
+        mathf.exp,
+        [
+            (0.0, 1.0),
+            (-0.0, 1.0),
+            (INF, INF),
+            (-INF, 0.0),
+            (NAN, NAN),
+            (89.0, INF),
+            (F32_MAX, INF),
+            (88.72283172607422, np.float32(np.exp(np.float64(np.float32(88.72283172607422))))),
+            (88.72283935546875, INF),
+            (-104.0, 0.0),
+            (-F32_MAX, 0.0),
+            (1.0, np.float32(np.e)),
+            (-103.0, np.float32(np.exp(-103.0))),
+            (2.0**-149, 1.0),
+        ],
+    )
 
 
 def test_log_special_values():
-    check(mathf.log, [
-        (0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-INF, NAN), (-(2.0**-149), NAN), (INF, INF), (NAN, NAN),
-        (1.0, 0.0), (2.0**-149, np.float32(np.log(2.0**-149))), (F32_MAX, np.float32(np.log(np.float64(F32_MAX)))),
-        (2.0, np.float32(np.log(2.0))),
-    ])
+    check(
+        mathf.log,
+        [
+            (0.0, -INF),
+            (-0.0, -INF),
+            (-1.0, NAN),
+            (-INF, NAN),
+            (-(2.0**-149), NAN),
+            (INF, INF),
+            (NAN, NAN),
+            (1.0, 0.0),
+            (2.0**-149, np.float32(np.log(2.0**-149))),
+            (F32_MAX, np.float32(np.log(np.float64(F32_MAX)))),
+            (2.0, np.float32(np.log(2.0))),
+        ],
+    )
 
 
 def test_tanh_special_values():
-    check(mathf.tanh, [
-        (0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN), (20.0, 1.0), (-20.0, -1.0),
-        (2.0**-149, 2.0**-149), (-(2.0**-140), -(2.0**-140)), (F32_MAX, 1.0),
-    ])
+    check(
+        mathf.tanh,
+        [
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (INF, 1.0),
+            (-INF, -1.0),
+            (NAN, NAN),
+            (20.0, 1.0),
+            (-20.0, -1.0),
+            (2.0**-149, 2.0**-149),
+            (-(2.0**-140), -(2.0**-140)),
+            (F32_MAX, 1.0),
+        ],
+    )
 
 
 def test_erf_special_values():
-    check(mathf.erf, [
-        (0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN), (4.0, 1.0), (-10.0, -1.0),
-        (F32_MAX, 1.0), (2.0**-130, np.float32(2.0**-130 * 2 / np.sqrt(np.pi))),
-    ])
+    check(
+        mathf.erf,
+        [
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (INF, 1.0),
+            (-INF, -1.0),
+            (NAN, NAN),
+            (4.0, 1.0),
+            (-10.0, -1.0),
+            (F32_MAX, 1.0),
+            (2.0**-130, np.float32(2.0**-130 * 2 / np.sqrt(np.pi))),
+        ],
+    )
 
 
 def test_sigmoid_special_values():
-    check(mathf.sigmoid, [
-        (0.0, 0.5), (-0.0, 0.5), (INF, 1.0), (-INF, 0.0), (NAN, NAN), (30.0, 1.0), (-F32_MAX, 0.0),
-        (F32_MAX, 1.0), (-100.0, np.float32(np.exp(-100.0))), (-104.0, 0.0),
-    ])
+    check(
+        mathf.sigmoid,
+        [
+            (0.0, 0.5),
+            (-0.0, 0.5),
+            (INF, 1.0),
+            (-INF, 0.0),
+            (NAN, NAN),
+            (30.0, 1.0),
+            (-F32_MAX, 0.0),
+            (F32_MAX, 1.0),
+            (-100.0, np.float32(np.exp(-100.0))),
+            (-104.0, 0.0),
+        ],
+    )
 
 
 @pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf", "sigmoid"])

@@ -82,6 +82,14 @@ maximum = _binary("max")
 minimum = _binary("min")
 
 __all__ = [
-    "C_BINARY_NAMES", "C_UNARY_NAMES", "c_math_source",
-    "erf", "exp", "log", "maximum", "minimum", "sigmoid", "tanh",
+    "C_BINARY_NAMES",
+    "C_UNARY_NAMES",
+    "c_math_source",
+    "erf",
+    "exp",
+    "log",
+    "maximum",
+    "minimum",
+    "sigmoid",
+    "tanh",
 ]

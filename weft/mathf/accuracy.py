@@ -42,9 +42,26 @@ CORE_DOMAINS: dict[str, tuple[float, float]] = {
 }
 
 SPECIALS = np.array(
-    [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0**-149, -(2.0**-149), 2.0**-126,
-     np.finfo(np.float32).max, -np.finfo(np.float32).max, 88.72283935546875, -87.33654022216797,
-     -103.97208, 0.625, 1.0 - 2.0**-24, 4.0],
+    [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        1.0,
+        -1.0,
+        2.0**-149,
+        -(2.0**-149),
+        2.0**-126,
+        np.finfo(np.float32).max,
+        -np.finfo(np.float32).max,
+        88.72283935546875,
+        -87.33654022216797,
+        -103.97208,
+        0.625,
+        1.0 - 2.0**-24,
+        4.0,
+    ],
     dtype=np.float32,
 )
 

@@ -177,7 +177,9 @@ def render_function(name: str, definition: Callable, arity: int, vector: bool) -
     suffix = "" if vector else "_s"
     signature = ", ".join(f"{value_type} {p}" for p in parameters)
     body = "\n".join(ops.lines)
-    return f"static inline {value_type} wf_{name}{suffix}({signature}) {{\n{body}\n  return {result.text};\n}}\n"
+    return (
+        f"static inline {value_type} wf_{name}{suffix}({signature}) {{\n{body}\n  return {result.text};\n}}\n"
+    )
 
 
 _PRELUDE = """\
@@ -254,7 +256,9 @@ def _sqrt_body(lanes: int) -> str:
         macro, statement = _SQRT_INTRINSIC[lanes]
         guards.append((f"defined({macro})", statement))
     if lanes == 4:
-        guards.append(("defined(__ARM_NEON) && defined(__aarch64__)", "return (wf_vf)vsqrtq_f32((float32x4_t)x);"))
+        guards.append(
+            ("defined(__ARM_NEON) && defined(__aarch64__)", "return (wf_vf)vsqrtq_f32((float32x4_t)x);")
+        )
     if not guards:
         return _SQRT_LANE_LOOP
     text = ""

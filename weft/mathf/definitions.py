@@ -41,6 +41,7 @@ ABS_MASK = 0x7FFFFFFF
 QUIET_NAN = 0x7FC00000
 POSITIVE_INF = 0x7F800000
 
+# fmt: off
 # exp
 ROUND_MAGIC = 12582912.0  # 1.5 * 2^23: adding it rounds to an integer in the low bits
 LOG2E = f32(1.44269504088896341)
@@ -81,6 +82,7 @@ ERF_LARGE_POLY = (  # erfc(x)*exp(x^2) in (x - 2) on [1, 4], max error of erfc 2
     0.00547554437071085, -0.015443007461726665, 0.041801568120718, -0.10679778456687927,
     0.2553955912590027,
 )
+# fmt: on
 
 
 def horner(ops: Ops, x: F, coefficients: tuple[float, ...]) -> F:

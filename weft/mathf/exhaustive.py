@@ -73,7 +73,7 @@ static double ulp_error(float y, double r) {
 
 def driver_source(lanes: int) -> str:
     walks = "".join(f"WALK({name}, {expression})\n" for name, expression in REFERENCE_C.items())
-    calls = "".join(f"  if (!only || !strcmp(only, \"{name}\")) walk_{name}(step);\n" for name in REFERENCE_C)
+    calls = "".join(f'  if (!only || !strcmp(only, "{name}")) walk_{name}(step);\n' for name in REFERENCE_C)
     main = (
         "#include <string.h>\nint main(int argc, char **argv) {\n"
         "  unsigned long step = argc > 1 ? strtoul(argv[1], 0, 10) : 1;\n"
@@ -90,7 +90,17 @@ def build(lanes: int, directory: Path) -> Path:
     source = directory / "exhaustive.c"
     source.write_text(driver_source(lanes))
     binary = directory / "exhaustive"
-    command = (compiler, "-O2", "-march=native", "-ffp-contract=off", "-fno-fast-math", str(source), "-o", str(binary), "-lm")
+    command = (
+        compiler,
+        "-O2",
+        "-march=native",
+        "-ffp-contract=off",
+        "-fno-fast-math",
+        str(source),
+        "-o",
+        str(binary),
+        "-lm",
+    )
     completed = subprocess.run(command, capture_output=True, text=True)
     if completed.returncode != 0:
         raise CompileError("exhaustive: the C driver did not compile", command, completed.stderr, str(source))
