@@ -51,7 +51,7 @@ def profile(tmp_path_factory):
 
 
 def quick(arms, **kw):
-    return BenchOptions(arms=arms, blocks=8, warmup=1, target_round_s=0.003, **kw)
+    return BenchOptions(arms=arms, blocks=8, warmup=1, target_round_s=0.01, **kw)
 
 
 def conclusive_run(workload, options, profile, attempts=3):

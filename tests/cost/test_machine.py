@@ -1,6 +1,7 @@
 """The machine profile: measured once, stored, reused, rebuilt when corrupted."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -32,6 +33,9 @@ def test_rates_pick_the_largest_measured_thread_count():
     assert profile.bandwidth(1) == 10.0 and profile.bandwidth(2) == 10.0 and profile.bandwidth(8) == 30.0
     assert profile.peak_flops(4) == 400.0
     assert profile.ridge_point(4) == pytest.approx(400.0 / 30.0)
+    # a noisy multi-thread measurement below the one-thread rate never lowers the roof
+    noisy = replace(profile, copy_bandwidth_bytes_per_s=((1, 10.0), (4, 5.0)))
+    assert noisy.bandwidth(4) == 10.0
     assert MachineProfile.from_json(json.loads(json.dumps(profile.to_json()))) == profile
 
 

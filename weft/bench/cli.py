@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from weft.bench import arms as arms_module
+from weft.bench.report import wide_console
 
 EPILOG = arms_module.__doc__.split("\n", 2)[2] + """
 Verdicts (../shared/BENCHMARKING.md): spread over 5% is inconclusive; otherwise the allowed regression is
@@ -76,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
     from weft.bench.run import BenchOptions, parse_params, run_bench
     from weft.cost.machine import machine_profile
 
-    console = Console()
+    console = wide_console()
     if args.recompute:
         return recompute_main(console, args.recompute)
     if not args.workload:

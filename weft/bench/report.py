@@ -12,6 +12,12 @@ from rich.table import Table
 from weft.bench.verdict import Verdict
 
 
+def wide_console() -> Console:
+    """A console at least 140 columns wide, so tables stay readable when piped to a file."""
+    console = Console()
+    return console if console.is_terminal and console.width >= 140 else Console(width=max(console.width, 140))
+
+
 def format_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -35,6 +41,12 @@ def progress_bars(console: Console, enabled: bool = True) -> Iterator[Callable[[
         yield start
 
 
+def format_range(stats) -> str:
+    """min / median / max in one unit, chosen from the median."""
+    unit, scale = next(((u, k) for u, k in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if stats.median >= k), ("ns", 1e-9))
+    return f"{stats.minimum / scale:.3g} / {stats.median / scale:.3g} / {stats.maximum / scale:.3g} {unit}"
+
+
 def verdict_table(title: str, verdicts: list[Verdict], roofline: dict | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("comparison", "verdict", "ratio", "spread", "allowed", "baseline min/med/max",
@@ -50,8 +62,8 @@ def verdict_table(title: str, verdicts: list[Verdict], roofline: dict | None = N
             f"{verdict.paired_median_ratio:.3f}",
             f"{verdict.spread:.1%}",
             f"{verdict.allowed_regression:.1%}",
-            " / ".join(format_seconds(x) for x in (b.minimum, b.median, b.maximum)),
-            " / ".join(format_seconds(x) for x in (c.minimum, c.median, c.maximum)),
+            format_range(b),
+            format_range(c),
             speed,
         )
     return table

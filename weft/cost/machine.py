@@ -57,11 +57,11 @@ class MachineProfile:
     schema: int = SCHEMA
 
     def bandwidth(self, threads: int = 1) -> float:
-        """Copy bandwidth (bytes/s) at the largest measured thread count <= threads."""
+        """Copy bandwidth (bytes/s): the best measured with at most ``threads`` threads."""
         return _at_threads(self.copy_bandwidth_bytes_per_s, threads)
 
     def peak_flops(self, threads: int = 1) -> float:
-        """GEMM rate (FLOP/s) at the largest measured thread count <= threads."""
+        """GEMM rate (FLOP/s): the best measured with at most ``threads`` threads."""
         return _at_threads(self.gemm_flops_per_s, threads)
 
     def ridge_point(self, threads: int = 1) -> float:
@@ -84,8 +84,10 @@ class MachineProfile:
 
 
 def _at_threads(table: tuple[tuple[int, float], ...], threads: int) -> float:
-    usable = [rate for count, rate in sorted(table) if count <= max(1, threads)]
-    return usable[-1] if usable else sorted(table)[0][1]
+    """The best rate measured with at most ``threads`` threads (more threads never
+    have to be slower: a program may leave some idle)."""
+    usable = [rate for count, rate in table if count <= max(1, threads)]
+    return max(usable) if usable else min(table)[1]
 
 
 # --------------------------------------------------------------------------- hardware facts

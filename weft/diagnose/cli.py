@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
+from weft.bench.report import wide_console
 from weft.errors import WorkloadError
 
 
@@ -45,7 +44,7 @@ def main(args: argparse.Namespace) -> int:
         except ValueError:
             raise WorkloadError(f"--sizes {args.sizes!r}: give two integers, e.g. --sizes 2048,4096") from None
         sizes = (first, second)
-    console = Console()
+    console = wide_console()
     profile = machine_profile(recalibrate=args.recalibrate)
     workload = get_workload(args.workload)
     with console.status("profiling..."):
