@@ -113,3 +113,15 @@ def test_pow_rejects_general_exponents():
 
     with pytest.raises(DTypeError, match="pow"):
         weft.trace(lambda x: x ** 1.7, weft.spec((2,)))
+
+
+@SETTINGS
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=3, min_dims=0, max_dims=3, max_side=4),
+       seed=st.integers(0, 2**16))
+def test_where_broadcasts_three_ways(traced, shapes, seed):
+    condition_shape, a_shape, b_shape = shapes.input_shapes
+    rng = np.random.default_rng(seed)
+    condition = np.asarray(rng.random(condition_shape) < 0.5)
+    a, b = _f32(a_shape, seed), _f32(b_shape, seed + 1)
+    _, out = traced(nn.where, condition, a, b)
+    np.testing.assert_array_equal(out, np.where(condition, a, b))

@@ -200,3 +200,32 @@ def test_rope_2d_matches_complex_axial_rotation(traced, close, height, width, qu
 def test_linear_weight_marked_param_has_param_role():
     plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((2, 3)), weft.spec((4, 3), param=True))
     assert plan.buffer("w").role.value == "param"
+
+
+@SETTINGS
+@given(lead=st.sampled_from([(), (1,), (3,), (2, 1)]), in_features=st.integers(1, 6), out_features=st.integers(1, 5),
+       bias=st.booleans(), strided=st.booleans(), seed=st.integers(0, 999))
+def test_linear_over_leading_dims_and_strided_views(traced, close, lead, in_features, out_features, bias, strided,
+                                                    seed):
+    x = _f32(lead + (2 * in_features if strided else in_features,), seed)
+    w, b = _f32((out_features, in_features), seed + 1), _f32((out_features,), seed + 2)
+    x_ref = x[..., ::2] if strided else x
+
+    def fn(x, w, *rest):
+        return nn.linear(x[..., ::2] if strided else x, w, *rest)
+
+    plan, out = traced(fn, x, w, *((b,) if bias else ()))
+    assert len(plan.kernels) == (2 if bias else 1)
+    reference = x_ref.astype(np.float64) @ w.T.astype(np.float64) + (b if bias else 0.0)
+    close(out, reference, rtol=1e-5, atol=1e-5)
+
+
+@SETTINGS
+@given(ids_shape=st.sampled_from([(1,), (4,), (2, 3), (1, 1, 2)]), vocab=st.integers(1, 9), dim=st.integers(1, 4),
+       dtype=st.sampled_from([np.int32, np.int64]), seed=st.integers(0, 999))
+def test_embedding_gathers_rows(traced, ids_shape, vocab, dim, dtype, seed):
+    ids = np.random.default_rng(seed).integers(0, vocab, ids_shape).astype(dtype)
+    table = _f32((vocab, dim), seed)
+    plan, out = traced(nn.embedding, ids, table)
+    assert len(plan.kernels) == 1
+    np.testing.assert_array_equal(out, table[ids])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from weft import nn
 
@@ -17,11 +20,13 @@ def _adam_reference(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay):
     return p - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
 
 
-@pytest.mark.parametrize("step,weight_decay,shape", [(1, 0.0, (7,)), (5, 0.0, (3, 4)), (100, 0.01, (2, 1, 3))])
+@settings(max_examples=20, deadline=None)
+@given(step=st.integers(1, 1000), weight_decay=st.sampled_from([0.0, 0.01]),
+       shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=5))
 def test_adam_step_matches_reference(traced, close, step, weight_decay, shape):
     rng = np.random.default_rng(step)
-    p, g, m = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
-    v = np.abs(rng.standard_normal(shape)).astype(np.float32) * np.float32(0.1)
+    p, g, m = (np.asarray(rng.standard_normal(shape), dtype=np.float32) for _ in range(3))
+    v = np.asarray(np.abs(rng.standard_normal(shape)) * 0.1 + 1e-3, dtype=np.float32)
     kwargs = dict(step=step, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=weight_decay)
     plan, (new_p, new_m, new_v) = traced(lambda p, g, m, v: nn.adam_step(p, g, m, v, **kwargs), p, g, m, v)
     assert [k.output for k in plan.kernels] == ["adam_m", "adam_v", "adam_param"]
