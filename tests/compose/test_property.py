@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from random_plans import random_plan
+from compose_random_plans import random_plan
 from reference64 import evaluate64
 
 from weft.compose import choose_regions
