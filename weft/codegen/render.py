@@ -251,8 +251,10 @@ def render_function(function: LoweredFunction) -> str:
     for nest in function.nests:
         if isinstance(nest, GemmCall):
             render_gemm(nest, lines, indent)
-        else:
+        elif isinstance(nest, MemberNest):
             _NestWriter(nest, lines, counter).write(indent)
+        else:  # a nest that renders itself (weft.lower.online.OnlinePass)
+            nest.render(lines, indent, counter)
     if function.tile_loop is not None:
         lines.append("    }")
     lines += ["    return wf_bad_gather;", "}", ""]

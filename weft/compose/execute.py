@@ -26,7 +26,7 @@ import numpy as np
 
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
-from weft.compose.rescale import OnlineFold, derive_online_fold
+from weft.compose.rescale import OnlineFold, derive_online_fold, streamed_members
 from weft.compose.substitute import map_loads, substitute_axes
 from weft.ir import Axis, AxisIndex, Combiner, Expr, Kernel, Load, Plan, expr_loads
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs, run_kernel, weft_max, weft_min
@@ -170,30 +170,7 @@ def _skipped_members(plan: Plan, region: Region, online: OnlineFold | None) -> s
     """Members the online pass makes unnecessary: dissolved ones and streamed ones."""
     if online is None:
         return set()
-    return set(online.dissolved) | set(_streamed(plan, region, online))
-
-
-def _streamed(plan: Plan, region: Region, online: OnlineFold) -> dict[str, int]:
-    """Private members read only by the pass, along the pass axis: computed per block.
-
-    Returns member -> the dimension of its output that the pass walks.
-    """
-    readers = plan.readers()
-    group = set(online.members) | set(online.dissolved)
-    terms = [(online.reference_term, online.reference_axis)] + [(d.term, d.fold_axis) for d in online.dependents]
-    streamed: dict[str, int] = {}
-    for name in region.private:
-        if name in group or not all(reader in group for reader in readers[name]):
-            continue
-        positions = set()
-        for term, axis in terms:
-            for load in expr_loads(term):
-                if load.buffer == name:
-                    found = [p for p, index in enumerate(load.index) if index == AxisIndex(axis)]
-                    positions.add(found[0] if len(found) == 1 else None)
-        if len(positions) == 1 and None not in positions:
-            streamed[name] = positions.pop()
-    return streamed
+    return set(online.dissolved) | set(streamed_members(plan, region, online))
 
 
 def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start, size, block, report) -> None:
@@ -202,7 +179,7 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
     buffers = plan.buffer_map()
     tile_of = dict(region.tile_axes)
     private = set(region.members)
-    streamed = _streamed(plan, region, online)
+    streamed = streamed_members(plan, region, online)
     reference = kernels[online.reference]
     dtype = NUMPY_DTYPE[buffers[online.reference].dtype]
     combine, reduce_block = _COMBINE[online.reference_combiner]

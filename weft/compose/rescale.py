@@ -309,3 +309,24 @@ def _dissolved(plan: Plan, region: Region, group: set[str], elementwise: dict[st
         if name in elementwise and readers[name] and all(r in group or r in dissolved for r in readers[name]):
             dissolved.add(name)
     return tuple(name for name in region.members if name in dissolved)
+
+
+def streamed_members(plan: Plan, region: Region, online: OnlineFold) -> dict[str, int]:
+    """Private members read only by the pass, along the pass axis: computed per step of it
+    (attention's scores). Returns member -> the dimension of its output the pass walks."""
+    readers = plan.readers()
+    group = set(online.members) | set(online.dissolved)
+    terms = [(online.reference_term, online.reference_axis)] + [(d.term, d.fold_axis) for d in online.dependents]
+    streamed: dict[str, int] = {}
+    for name in region.private:
+        if name in group or not all(reader in group for reader in readers[name]):
+            continue
+        positions = set()
+        for term, axis in terms:
+            for load in expr_loads(term):
+                if load.buffer == name:
+                    found = [p for p, index in enumerate(load.index) if index == AxisIndex(axis)]
+                    positions.add(found[0] if len(found) == 1 else None)
+        if len(positions) == 1 and None not in positions:
+            streamed[name] = positions.pop()
+    return streamed

@@ -34,11 +34,11 @@ SCRATCH_BUDGET = 256 * 1024
 TILE_VARIABLE = "wf_tile"
 
 
-def region_scratch_bytes(plan: Plan, region: Region, size: int) -> int:
-    """Bytes of tile-local scratch for ``region`` at tile ``size``."""
+def region_scratch_bytes(plan: Plan, region: Region, size: int, names: tuple[str, ...] | None = None) -> int:
+    """Bytes of tile-local scratch for ``region`` (or just ``names``) at tile ``size``."""
     tile_of = dict(region.tile_axes)
     total = 0
-    for name in region.private:
+    for name in region.private if names is None else names:
         kernel = plan.kernel(name)
         elements = 1
         for axis in kernel.axes:
@@ -56,26 +56,19 @@ def choose_tile(plan: Plan, region: Region, extent: int, lanes: int) -> int | No
     return None
 
 
-def lower_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
-) -> LoweredFunction | None:
-    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
-    kernels = {kernel.output: kernel for kernel in plan.kernels}
+def scratch_views(
+    plan: Plan, region: Region, views: dict[str, BufferView], size: int, taken: set[str], names: tuple[str, ...]
+) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
+    """``views`` with each buffer in ``names`` re-mapped to tile-local scratch of tile ``size``."""
     tile_of = dict(region.tile_axes)
-    anchor = kernels[region.anchor]
-    extent = next(axis.extent for axis in anchor.axes if axis.name == tile_of[anchor.output])
-    size = tile or choose_tile(plan, region, extent, target.lanes)
-    if size is None:
-        return None
-    size = min(size, extent)
-    region_views = dict(views)
+    result = dict(views)
     scratch = []
-    for name in region.private:
+    for name in names:
         buffer = plan.buffer(name)
-        position = [axis.name for axis in kernels[name].axes].index(tile_of[name])
-        tile_shape = tuple(size if n == position else extent_ for n, extent_ in enumerate(buffer.shape))
+        position = [axis.name for axis in plan.kernel(name).axes].index(tile_of[name])
+        tile_shape = tuple(size if n == position else extent for n, extent in enumerate(buffer.shape))
         pointer = c_identifier(f"scratch_{name}", taken)
-        region_views[name] = BufferView(
+        result[name] = BufferView(
             buffer=name,
             pointer=pointer,
             dtype=buffer.dtype,
@@ -84,39 +77,61 @@ def lower_region(
             offsets=tuple(TILE_VARIABLE if n == position else "0" for n in range(len(buffer.shape))),
         )
         scratch.append(Scratch(pointer, buffer.dtype, math.prod(tile_shape)))
+    return result, tuple(scratch)
+
+
+def tiled_nest(plan: Plan, region: Region, member: str, views: dict[str, BufferView], target: Target, size: int) -> MemberNest:
+    """``member``'s own nest, restricted to the rows of the current tile and run serially."""
+    kernel = plan.kernel(member)
+    tile_axis = dict(region.tile_axes)[member]
+    extent = next(axis.extent for axis in kernel.axes if axis.name == tile_axis)
     # a library body ignores ranges, so inside a tile every member is a loop nest
-    inner = dataclasses.replace(target, use_blas=False)
-    nests = []
-    work = 0
-    for name in region.members:
-        kernel = kernels[name]
-        nest = lower_member(kernel, region_views, inner)
-        assert isinstance(nest, MemberNest)
-        stop = f"wfc_minl({TILE_VARIABLE} + {size}, {extent})"
-        ranges = tuple(
-            AxisRange(r.axis, TILE_VARIABLE, stop) if r.axis == tile_of[name] else r for r in nest.ranges
-        )
-        nests.append(dataclasses.replace(nest, ranges=ranges, parallel=False))
-        work += math.prod(axis.extent for axis in kernel.all_axes)
+    nest = lower_member(kernel, views, dataclasses.replace(target, use_blas=False))
+    assert isinstance(nest, MemberNest)
+    stop = f"wfc_minl({TILE_VARIABLE} + {size}, {extent})"
+    ranges = tuple(AxisRange(r.axis, TILE_VARIABLE, stop) if r.axis == tile_axis else r for r in nest.ranges)
+    return dataclasses.replace(nest, ranges=ranges, parallel=False)
+
+
+def region_extent(plan: Plan, region: Region) -> int:
+    anchor = plan.kernel(region.anchor)
+    return next(axis.extent for axis in anchor.axes if axis.name == dict(region.tile_axes)[region.anchor])
+
+
+def function_params(nests, private) -> tuple[BufferView, ...]:
     params: dict[str, BufferView] = {}
     for nest in nests:
         for view in nest.views:
-            if view.buffer not in region.private:
+            if view.buffer not in private:
                 params.setdefault(view.buffer, view)
+    return tuple(params.values())
+
+
+def lower_region(
+    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
+) -> LoweredFunction | None:
+    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
+    extent = region_extent(plan, region)
+    size = tile or choose_tile(plan, region, extent, target.lanes)
+    if size is None:
+        return None
+    size = min(size, extent)
+    local_views, scratch = scratch_views(plan, region, views, size, taken, region.private)
+    nests = tuple(tiled_nest(plan, region, name, local_views, target, size) for name in region.members)
+    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
     tiles = -(-extent // size)
-    loop = TileLoop(TILE_VARIABLE, extent, size, parallel=tiles >= 2 and work >= PARALLEL_MIN_WORK)
     return LoweredFunction(
-        name=_region_function_name(region, taken),
+        name=region_function_name(region, taken),
         members=region.members,
-        nests=tuple(nests),
-        params=tuple(params.values()),
-        tile_loop=loop,
-        scratch=tuple(scratch),
+        nests=nests,
+        params=function_params(nests, region.private),
+        tile_loop=TileLoop(TILE_VARIABLE, extent, size, parallel=tiles >= 2 and work >= PARALLEL_MIN_WORK),
+        scratch=scratch,
         private=region.private,
     )
 
 
-def _region_function_name(region: Region, taken: set[str]) -> str:
+def region_function_name(region: Region, taken: set[str]) -> str:
     return "r" + c_identifier(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
 
 

@@ -1,0 +1,397 @@
+"""The rescaled one-pass lowering of a region (Inference only; ``weft.compose.rescale``).
+
+A region whose ``OnlineFold`` the rewrite admits becomes one tiled function in
+which the reference fold and every dependent fold share one pass over their
+axis. Streamed members (attention's scores) are computed per step of the pass as
+a scalar, dissolved members (exp, probabilities) are inlined into the terms, so
+nothing of size rows × pass-extent exists. For each row of the tile::
+
+    ref_old = -inf; acc_l = 0; acc_o[e] = 0
+    for j in 0..T:
+        s = sum_d q[i,d] * k[j,d] * scale                 /* streamed member */
+        ref_new = max(ref_old, s)
+        if ref_new != ref_old:                            /* rescale what was folded */
+            c = exp(b(ref_new) - b(ref_old)); acc_l *= c; acc_o[:] *= c
+        acc_l += exp(s - ref_new); acc_o[e] += exp(s - ref_new) * v[j,e]
+        ref_old = ref_new
+    m[i] = ref_old; l[i] = acc_l; o[i,e] = acc_o[e] / l[i]
+
+Members of the region outside the pass run as ordinary tile-restricted nests
+before or after it. When an axis of the pass cannot be matched up (an index map
+the pass does not follow), the region falls back to the plain fused lowering.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
+from weft.codegen.render import combine, fold_identity
+from weft.compose.regions import Region
+from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, streamed_members
+from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_loads
+from weft.lower.fused import (
+    SCRATCH_BUDGET,
+    TILE_VARIABLE,
+    function_params,
+    region_extent,
+    region_function_name,
+    region_scratch_bytes,
+    scratch_views,
+    tiled_nest,
+)
+from weft.lower.nest import BufferView, LoweredFunction, TileLoop
+from weft.lower.schedule import PARALLEL_MIN_WORK, Target
+
+MAX_ACCUMULATORS = 16384
+"""Accumulators per dependent fold per row (a stack array in the pass)."""
+
+
+class _Unmappable(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class PassDependent:
+    fold: OnlineDependent
+    kernel: Kernel
+    env: tuple[tuple[str, str], ...]
+    extras: tuple[tuple[Axis, str], ...]
+    accumulator: str
+
+    @property
+    def count(self) -> int:
+        return math.prod(axis.extent for axis, _ in self.extras)
+
+    def flat(self) -> str:
+        code = "0"
+        for axis, var in self.extras:
+            code = f"({code}) * {axis.extent} + {var}"
+        return code
+
+
+@dataclass(frozen=True, eq=False)
+class OnlinePass:
+    """One pass over the shared fold axis for the rows of a tile (renders itself)."""
+
+    online: OnlineFold
+    reference: Kernel
+    rows: tuple[tuple[str, str, str, str], ...]  # (axis, C variable, start, stop)
+    step: str
+    streamed: tuple[tuple[Kernel, tuple[tuple[str, str], ...], str], ...]
+    dependents: tuple[PassDependent, ...]
+    local_views: dict[str, BufferView] = field(repr=False)
+    views: tuple[BufferView, ...] = ()
+    lanes: int = 1
+
+    @property
+    def name(self) -> str:
+        return f"online pass of {self.online.anchor}"
+
+    # ------------------------------------------------------------------ rendering
+
+    def _pseudo(self, buffer: str, pointer: str) -> BufferView:
+        shape = self.local_views[buffer].shape
+        return BufferView(buffer, pointer, self.local_views[buffer].dtype, shape, (0,) * len(shape), ("0",) * len(shape))
+
+    def _renderer(self, lines, indent: int, counter, env, overrides: dict[str, str], kernel: Kernel | None = None) -> BodyRenderer:
+        views = dict(self.local_views)
+        for buffer, pointer in overrides.items():
+            views[buffer] = self._pseudo(buffer, pointer)
+        owner = kernel or self.reference
+        extents = {axis.name: axis.extent for axis in owner.all_axes}
+        return BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
+
+    def render(self, lines: list[str], indent: int, counter: Counter) -> None:
+        online, reference = self.online, self.reference
+        dtype = self.local_views[reference.output].dtype
+        ctype = SCALAR_TYPE[dtype]
+        emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
+        emit(indent, f"{{ /* {self.name}: {', '.join(online.members)} in one pass */")
+        depth = indent + 1
+        for _, var, start, stop in self.rows:
+            emit(depth, f"for (long {var} = {start}; {var} < {stop}; {var}++) {{")
+            depth += 1
+        env_ref = dict((axis.name, var) for axis, (_, var, _, _) in zip(reference.axes, self.rows))
+        env_ref[online.reference_axis] = self.step
+        identity = fold_identity(online.reference_combiner, dtype)
+        emit(depth, f"{ctype} wo_ref_old[1] = {{{identity}}}; {ctype} wo_ref_new[1];")
+        streamed_pointers = {kernel.output: pointer for kernel, _, pointer in self.streamed}
+        for kernel, _, pointer in self.streamed:
+            emit(depth, f"{SCALAR_TYPE[self.local_views[kernel.output].dtype]} {pointer}[1];")
+        for dependent in self.dependents:
+            init = fold_identity(dependent.fold.combiner, dtype)
+            emit(depth, f"{ctype} {dependent.accumulator}[{dependent.count}];")
+            emit(depth, f"for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {dependent.accumulator}[wo_n] = {init};")
+        extent = online.extent
+        emit(depth, f"for (long {self.step} = 0; {self.step} < {extent}; {self.step}++) {{")
+        inner = depth + 1
+        for kernel, env, pointer in self.streamed:
+            self._render_streamed(lines, inner, counter, kernel, dict(env), pointer)
+        running = dict(streamed_pointers)
+        running[reference.output] = "wo_ref_new"
+        renderer = self._renderer(lines, inner, counter, env_ref, streamed_pointers)
+        term = renderer.render(online.reference_term)
+        emit(inner, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term.code) + ";")
+        rescaled = [d for d in self.dependents if d.fold.exponent is not None]
+        if rescaled:
+            emit(inner, "if (wo_ref_new[0] != wo_ref_old[0]) {")
+            for dependent in rescaled:
+                env = dict(dependent.env)
+                new = self._renderer(lines, inner + 1, counter, env, {reference.output: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
+                old = self._renderer(lines, inner + 1, counter, env, {reference.output: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
+                factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
+                emit(inner + 1, f"{{ const {ctype} wo_c = {factor};")
+                emit(inner + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {dependent.accumulator}[wo_n] *= wo_c; }}")
+            emit(inner, "}")
+        for dependent in self.dependents:
+            self._render_update(lines, inner, counter, dependent, running, dtype)
+        emit(inner, "wo_ref_old[0] = wo_ref_new[0];")
+        emit(depth, "}")
+        self._store(lines, depth, counter, reference, env_ref, "wo_ref_old[0]")
+        for dependent in self.dependents:
+            self._render_final(lines, depth, counter, dependent, dtype)
+        for _ in self.rows:
+            depth -= 1
+            emit(depth, "}")
+        emit(indent, "}")
+
+    def _render_streamed(self, lines, indent, counter, kernel: Kernel, env: dict[str, str], pointer: str) -> None:
+        dtype = self.local_views[kernel.output].dtype
+        lines.append("    " * indent + "{")
+        depth = indent + 1
+        if kernel.fold is None:
+            value = self._renderer(lines, depth, counter, env, {}, kernel).render(kernel.body)
+            lines.append("    " * depth + f"{pointer}[0] = {value.code};")
+        else:
+            acc = counter.fresh("wo_acc")
+            lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {acc} = {fold_identity(kernel.fold.combiner, dtype)};")
+            for axis in kernel.fold.axes:
+                env[axis.name] = counter.fresh("wo_f")
+                lines.append("    " * depth + f"for (long {env[axis.name]} = 0; {env[axis.name]} < {axis.extent}; {env[axis.name]}++) {{")
+                depth += 1
+            value = self._renderer(lines, depth, counter, env, {}, kernel).render(kernel.body)
+            lines.append("    " * depth + f"{acc} = {combine(kernel.fold.combiner, dtype, False, acc, value.code)};")
+            for _ in kernel.fold.axes:
+                depth -= 1
+                lines.append("    " * depth + "}")
+            lines.append("    " * depth + f"{pointer}[0] = {acc};")
+        lines.append("    " * indent + "}")
+
+    def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype) -> None:
+        lines.append("    " * indent + "{")
+        depth = indent + 1
+        env = dict(dependent.env)
+        renderer = self._renderer(lines, depth, counter, env, running, dependent.kernel)
+        extra_vars = {var for _, var in dependent.extras}
+        names = {axis.name for axis, _ in dependent.extras}
+        for node in _hoistable(dependent.fold.term, names):  # computed once per step, not per extra point
+            renderer.render(node)
+        for axis, var in dependent.extras:
+            lines.append("    " * depth + f"for (long {var} = 0; {var} < {axis.extent}; {var}++) {{")
+            depth += 1
+            renderer.env[axis.name] = var
+        renderer.indent = "    " * depth
+        term = renderer.render(dependent.fold.term)
+        slot = f"{dependent.accumulator}[{dependent.flat()}]"
+        lines.append("    " * depth + f"{slot} = {combine(dependent.fold.combiner, dtype, False, slot, term.code)};")
+        for _ in extra_vars:
+            depth -= 1
+            lines.append("    " * depth + "}")
+        lines.append("    " * indent + "}")
+
+    def _render_final(self, lines, indent, counter, dependent: PassDependent, dtype) -> None:
+        lines.append("    " * indent + "{")
+        depth = indent + 1
+        env = dict(dependent.env)
+        for axis, var in dependent.extras:
+            lines.append("    " * depth + f"for (long {var} = 0; {var} < {axis.extent}; {var}++) {{")
+            depth += 1
+            env[axis.name] = var
+        renderer = self._renderer(lines, depth, counter, env, {}, dependent.kernel)
+        value = counter.fresh("wo_v")
+        lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {value} = {dependent.accumulator}[{dependent.flat()}];")
+        for expr in dependent.fold.scale_by:
+            lines.append("    " * depth + f"{value} = {value} * {renderer.render(expr).code};")
+        for expr in dependent.fold.divide_by:
+            lines.append("    " * depth + f"{value} = {value} / {renderer.render(expr).code};")
+        for sign, expr in dependent.fold.offsets:
+            lines.append("    " * depth + f"{value} = {value} {'+' if sign > 0 else '-'} {renderer.render(expr).code};")
+        self._store(lines, depth, counter, dependent.kernel, env, value)
+        for _ in dependent.extras:
+            depth -= 1
+            lines.append("    " * depth + "}")
+        lines.append("    " * indent + "}")
+
+    def _store(self, lines, indent, counter, kernel: Kernel, env: dict[str, str], value: str) -> None:
+        view = self.local_views[kernel.output]
+        renderer = self._renderer(lines, indent, counter, env, {}, kernel)
+        address = renderer.address(view, tuple(f"({env[axis.name]})" for axis in kernel.axes))
+        lines.append("    " * indent + f"{view.pointer}[{address}] = {value};")
+
+
+def _hoistable(expr: Expr, extras: set[str]):
+    """Maximal subtrees of ``expr`` that do not depend on the extra axes (rendered before their loop)."""
+    if not (expr_axes(expr) & extras):
+        yield expr
+        return
+    from weft.ir import expr_children
+
+    for child in expr_children(expr):
+        yield from _hoistable(child, extras)
+
+
+# ---------------------------------------------------------------------- building
+
+
+def _bind(exprs, dims: dict[str, list[str | None]], env: dict[str, str]) -> None:
+    """Extend ``env`` (axis -> C variable) from loads of buffers whose dimensions have variables."""
+    for expr in exprs:
+        for load in expr_loads(expr):
+            for index, var in zip(load.index, dims.get(load.buffer, ())):
+                if isinstance(index, AxisIndex) and var is not None:
+                    if env.setdefault(index.axis, var) != var:
+                        raise _Unmappable(f"{load.buffer} is read at two different rows")
+
+
+def _check(exprs, dims: dict[str, list[str | None]], env: dict[str, str], buffers: set[str]) -> None:
+    """Every load of a pass-local buffer must read exactly the current row and step."""
+    for expr in exprs:
+        for load in expr_loads(expr):
+            if load.buffer not in buffers:
+                continue
+            for index, var in zip(load.index, dims[load.buffer]):
+                if not isinstance(index, AxisIndex) or env.get(index.axis) != var:
+                    raise _Unmappable(f"{load.buffer} is read off the current row or step")
+
+
+def _dependent_exprs(dependent: OnlineDependent) -> list[Expr]:
+    return [dependent.term, *([dependent.exponent] if dependent.exponent is not None else []),
+            *dependent.scale_by, *dependent.divide_by, *(expr for _, expr in dependent.offsets)]
+
+
+def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[str, int],
+               local_views: dict[str, BufferView], size: int, lanes: int) -> OnlinePass:
+    tile_of = dict(region.tile_axes)
+    reference = plan.kernel(online.reference)
+    tile_axis = tile_of[reference.output]
+    rows = []
+    for n, axis in enumerate(reference.axes):
+        var = f"wo_r{n}"
+        if axis.name == tile_axis:
+            rows.append((axis.name, var, TILE_VARIABLE, f"wfc_minl({TILE_VARIABLE} + {size}, {axis.extent})"))
+        else:
+            rows.append((axis.name, var, "0", str(axis.extent)))
+    dims: dict[str, list[str | None]] = {reference.output: [var for _, var, _, _ in rows]}
+    env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, rows)}
+    env_ref[online.reference_axis] = "wo_j"
+    envs: dict[str, dict[str, str]] = {reference.output: env_ref}
+    pending_streamed = dict(streamed)
+    pending_dependents = list(online.dependents)
+    exprs_of = {reference.output: [online.reference_term]}
+    exprs_of.update({d.member: [d.term] for d in online.dependents})
+    while pending_streamed or pending_dependents:
+        progress = False
+        for name in list(pending_streamed):
+            found: dict[int, str] = {}
+            for owner, exprs in exprs_of.items():
+                if owner not in envs:
+                    continue
+                for load in (load for expr in exprs for load in expr_loads(expr) if load.buffer == name):
+                    for d, index in enumerate(load.index):
+                        if isinstance(index, AxisIndex) and index.axis in envs[owner]:
+                            found.setdefault(d, envs[owner][index.axis])
+            kernel = plan.kernel(name)
+            if len(found) == len(kernel.axes):
+                dims[name] = [found[d] for d in range(len(kernel.axes))]
+                envs[name] = {axis.name: found[d] for d, axis in enumerate(kernel.axes)}
+                del pending_streamed[name]
+                progress = True
+        for dependent in list(pending_dependents):
+            env = {dependent.fold_axis: "wo_j"}
+            _bind(_dependent_exprs(dependent), dims, env)
+            kernel = plan.kernel(dependent.member)
+            if env.get(tile_of[dependent.member]) != env_ref[tile_axis]:
+                continue
+            envs[dependent.member] = env
+            dims[dependent.member] = [env.get(axis.name) for axis in kernel.axes]
+            pending_dependents.remove(dependent)
+            progress = True
+        if not progress:
+            raise _Unmappable("an axis of the pass cannot be matched to the reference's rows")
+    local = set(streamed) | {reference.output}
+    _check([online.reference_term], dims, env_ref, local)
+    dependents = []
+    for number, dependent in enumerate(online.dependents):
+        kernel = plan.kernel(dependent.member)
+        env = envs[dependent.member]
+        _check([dependent.term] + ([dependent.exponent] if dependent.exponent is not None else []), dims, env, local)
+        extras = tuple((axis, f"wo_x{number}_{n}") for n, axis in enumerate(kernel.axes) if axis.name not in env)
+        if dependent.exponent is not None and expr_axes(dependent.exponent) & {axis.name for axis, _ in extras}:
+            raise _Unmappable("the rescaling factor varies along an extra axis")
+        item = PassDependent(dependent, kernel, tuple(env.items()), extras, f"wo_acc{number}")
+        if item.count > MAX_ACCUMULATORS:
+            raise _Unmappable(f"{dependent.member} needs {item.count} accumulators per row")
+        dependents.append(item)
+    streamed_items = tuple(
+        (plan.kernel(name), tuple(envs[name].items()), f"wo_s{n}") for n, name in enumerate(streamed)
+    )
+    touched = {load.buffer for expr in [online.reference_term] + [e for d in online.dependents for e in _dependent_exprs(d)]
+               for load in expr_loads(expr)}
+    touched |= {load.buffer for name in streamed for load in expr_loads(plan.kernel(name).body)}
+    touched |= set(online.members)
+    touched -= set(streamed)
+    views = tuple(local_views[name] for name in sorted(touched))
+    return OnlinePass(online, reference, tuple(rows), "wo_j", streamed_items, tuple(dependents), local_views, views, lanes)
+
+
+def lower_online_region(
+    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str]
+) -> LoweredFunction | None:
+    """The one-pass function for ``region``, or None (not rewritable, or a map the pass cannot follow)."""
+    if target.contract != "inference" or region.tile_axis is None:
+        return None
+    online = derive_online_fold(plan, region, target.contract)
+    if not isinstance(online, OnlineFold):
+        return None
+    streamed = streamed_members(plan, region, online)
+    skipped = set(online.dissolved) | set(streamed)
+    kept_private = tuple(name for name in region.private if name not in skipped)
+    extent = region_extent(plan, region)
+    size = next(
+        (min(s, extent) for s in (64, 32, 16, 8, 4, 2, 1)
+         if region_scratch_bytes(plan, region, min(s, extent), kept_private) <= SCRATCH_BUDGET),
+        None,
+    )
+    if size is None:
+        return None
+    probe = set(taken)
+    local_views, scratch = scratch_views(plan, region, views, size, probe, kept_private)
+    try:
+        online_pass = build_pass(plan, region, online, streamed, local_views, size, target.lanes)
+    except _Unmappable:
+        return None
+    taken |= probe
+    nests: list = []
+    placed = False
+    for name in region.members:
+        if name in skipped:
+            continue
+        if name in online.members:
+            if not placed:
+                nests.append(online_pass)
+                placed = True
+            continue
+        nests.append(tiled_nest(plan, region, name, local_views, target, size))
+    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
+    tiles = -(-extent // size)
+    return LoweredFunction(
+        name=region_function_name(region, taken),
+        members=region.members,
+        nests=tuple(nests),
+        params=function_params(nests, region.private),
+        tile_loop=TileLoop(TILE_VARIABLE, extent, size, parallel=tiles >= 2 and work >= PARALLEL_MIN_WORK),
+        scratch=scratch,
+        private=region.private,
+    )
