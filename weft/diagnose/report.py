@@ -106,4 +106,4 @@ def print_diagnosis(console: Console, result: Diagnosis) -> None:
         share = result.outside_s / result.whole_step_s if result.whole_step_s else 0.0
         console.print(f"  whole step {format_seconds(result.whole_step_s)} - functions {format_seconds(result.members_s)}"
                       f" = {format_seconds(max(result.outside_s, 0.0))} ({max(share, 0.0):.1%}): the runner, argument"
-                      " checks and Python around the C call. Faster members cannot remove this part.")
+                      " checks, fresh output arrays and Python around the C call. Faster members cannot remove this part.")
