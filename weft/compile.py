@@ -166,6 +166,15 @@ class CompiledPlan:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds)]
 
+    def explain(self, file=None) -> None:
+        """Print the composition engine's account of this compile: anchors, candidate
+        regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
+        from weft.compose.explain import explain_plan, format_lowering
+
+        policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
+        text = explain_plan(self.plan, policy, self.config.contract).text()
+        print(text + "\n" + format_lowering(self.lowered), file=file)
+
     def memory_bytes(self) -> int:
         """Arena, tile-local scratch (per thread) and outputs, in bytes."""
         scratch = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.compose.partition import Partition, choose_regions
-from weft.compose.regions import Region
+from weft.compose.regions import Region, plan_anchors
 from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
 from weft.compose.signature import region_signature
 from weft.ir import Plan
@@ -35,6 +35,7 @@ class Explanation:
     member_count: int
     partition: Partition
     reports: tuple[RegionReport, ...]
+    anchors: tuple[str, ...] = ()
 
     def report_for(self, anchor: str) -> RegionReport:
         for report in self.reports:
@@ -57,7 +58,7 @@ def explain_partition(plan: Plan, partition: Partition) -> Explanation:
         candidates = tuple(c.members for c in growth.candidates) if growth else (region.members,)
         rewrite = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
         reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite))
-    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports))
+    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan))
 
 
 def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict") -> Explanation:
@@ -78,7 +79,7 @@ def format_explanation(explanation: Explanation) -> str:
     ]
     for report in explanation.reports:
         region = report.region
-        if not region.is_fused and len(report.candidates) < 2:
+        if not region.is_fused and (len(report.candidates) < 2 or partition.policy == "off" and region.anchor not in explanation.anchors):
             continue
         lines.append(f"anchor {region.anchor}")
         lines.append(f"  candidates: {' -> '.join(_short(c) for c in report.candidates)}")
@@ -116,4 +117,27 @@ def format_explanation(explanation: Explanation) -> str:
             f"rewrite left out under {partition.contract}: regions {', '.join(strict_refused)}"
             " (Strict forbids the rewrite; compile with contract='inference' to allow it)"
         )
+    return "\n".join(lines)
+
+
+def format_lowering(lowered) -> str:
+    """What was actually emitted per region: tile loop, scratch, and whether the one-pass form was used.
+
+    A region may be lowered less fused than chosen (scratch over budget, or an
+    index map the one-pass form cannot follow); this is where that shows.
+    """
+    lines = ["lowered:"]
+    for function in lowered.functions:
+        kinds = {type(nest).__name__ for nest in function.nests}
+        parts = [f"{function.name}: {' '.join(function.members)}"]
+        if function.tile_loop is not None:
+            loop = function.tile_loop
+            parts.append(f"tiles of {loop.size} over {loop.extent}{' (parallel)' if loop.parallel else ''}")
+        if function.scratch:
+            parts.append(f"scratch {sum(s.elements * s.dtype.itemsize for s in function.scratch)} B per tile")
+        if "OnlinePass" in kinds:
+            parts.append("one pass (rescaled)")
+        if "GemmCall" in kinds:
+            parts.append("BLAS")
+        lines.append("  " + "; ".join(parts))
     return "\n".join(lines)
