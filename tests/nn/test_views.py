@@ -119,3 +119,10 @@ def test_reshape_of_view_prints_affine_index():
     plan = weft.trace(lambda x: nn.exp(x.reshape(2, 3, 4, 8).permute(0, 2, 1, 3)), weft.spec((2, 3, 32)))
     text = format_plan(plan)
     assert "x[i0, i2, 8*i1 + i3]" in text, text
+
+
+def test_unpacking_gives_views(traced):
+    x = _f32((3, 2, 4), 7)
+    plan, out = traced(lambda x: (lambda q, k, v: q * k + v)(*x), x)
+    assert len(plan.kernels) == 2
+    np.testing.assert_allclose(out, x[0] * x[1] + x[2], rtol=1e-6)

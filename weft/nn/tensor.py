@@ -131,7 +131,10 @@ class Tensor:
         return self.shape[0]
 
     def __iter__(self):
-        raise TraceError("iterating a symbolic Tensor is not traced; index it (x[i]) or use weft.nn ops")
+        """Views of ``x[0], x[1], ...`` (NumPy semantics: ``q, k, v = qkv``); no members."""
+        if not self.shape:
+            raise TraceError("iteration over a 0-d Tensor")
+        return (self[position] for position in range(self.shape[0]))
 
 
 def _operator(name: str, reflected: bool = False):
