@@ -9,7 +9,7 @@ reads that refuse a common tile axis.
 from __future__ import annotations
 
 import numpy as np
-import plans
+import compose_plans as plans
 
 from weft.ir import Combiner, verify
 
@@ -74,3 +74,22 @@ def random_plan(seed: int):
     plan = verify(builder.plan(*outputs))
     arrays = [rng.standard_normal(plan.buffer(n).shape).astype(np.float32) for n in plan.inputs]
     return plan, arrays
+
+
+def merge_plans(parts):
+    """Independent plans side by side in one plan (names prefixed), so one C compile
+    checks many random plans; returns the merged plan and the concatenated inputs."""
+    import dataclasses
+
+    from weft.compose.substitute import rename_buffers
+    from weft.ir import Kernel, Plan
+
+    buffers, kernels, inputs, outputs, arrays = [], [], [], [], []
+    for number, (plan, plan_arrays) in enumerate(parts):
+        names = {buffer.name: f"p{number}_{buffer.name}" for buffer in plan.buffers}
+        buffers += [dataclasses.replace(b, name=names[b.name]) for b in plan.buffers]
+        kernels += [Kernel(names[k.output], k.axes, rename_buffers(k.body, names), k.fold) for k in plan.kernels]
+        inputs += [names[n] for n in plan.inputs]
+        outputs += [names[n] for n in plan.outputs]
+        arrays += list(plan_arrays)
+    return verify(Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), "merged")), arrays

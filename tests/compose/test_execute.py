@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import plans
+import compose_plans as plans
 import pytest
-from models import qwen_decode_step
-from reference64 import evaluate64
+from compose_models import qwen_decode_step
+from compose_reference64 import evaluate64
 
 import weft.nn as nn
 from weft.compose import choose_regions

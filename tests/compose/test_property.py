@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from compose_random_plans import random_plan
-from reference64 import evaluate64
+from compose_reference64 import evaluate64
 
 from weft.compose import choose_regions
 from weft.compose.execute import run_partition

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import plans
+import compose_plans as plans
 import pytest
-from models import qwen_decode_step
+from compose_models import qwen_decode_step
 
 import weft.nn as nn
 from weft.compose import choose_regions, grow, grow_from_anchor, plan_anchors

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import plans
+import compose_plans as plans
 import pytest
 
 import weft.nn as nn
