@@ -167,3 +167,17 @@ def test_max_min_on_zeros_nans_and_infinities():
     left, right = np.meshgrid(values, values)
     assert bits(mathf.maximum(left, right)) == bits(weft_max(left, right))
     assert bits(mathf.minimum(left, right)) == bits(weft_min(left, right))
+
+
+def test_oracle_uses_these_functions():
+    from weft.ir import UnaryOp
+    from weft.oracle.interpreter import NUMPY_UNARY
+
+    for op, name in (
+        (UnaryOp.EXP, "exp"),
+        (UnaryOp.LOG, "log"),
+        (UnaryOp.TANH, "tanh"),
+        (UnaryOp.ERF, "erf"),
+    ):
+        assert NUMPY_UNARY[op] is getattr(mathf, name)
+    assert NUMPY_UNARY[UnaryOp.SIGMOID] is mathf.sigmoid

@@ -54,7 +54,7 @@ def _float_literal(value: float) -> str:
 class COps:
     """Records each ``Ops`` call as one C statement (``vector`` or scalar dialect)."""
 
-    def __init__(self, vector: bool):
+    def __init__(self, vector: bool) -> None:
         self.vector = vector
         self.lines: list[str] = []
         self._count = 0
@@ -87,19 +87,19 @@ class COps:
     def _binary(self, kind: str, operator: str, a: CValue, b: CValue) -> CValue:
         return self._emit(kind, f"{a.text} {operator} {b.text}")
 
-    def add(self, a, b):
+    def add(self, a: CValue, b: CValue) -> CValue:
         return self._binary("f", "+", a, b)
 
-    def sub(self, a, b):
+    def sub(self, a: CValue, b: CValue) -> CValue:
         return self._binary("f", "-", a, b)
 
-    def mul(self, a, b):
+    def mul(self, a: CValue, b: CValue) -> CValue:
         return self._binary("f", "*", a, b)
 
-    def div(self, a, b):
+    def div(self, a: CValue, b: CValue) -> CValue:
         return self._binary("f", "/", a, b)
 
-    def neg(self, a):
+    def neg(self, a: CValue) -> CValue:
         return self.from_bits(self.ixor(self.bits(a), self.uconst(0x80000000)))
 
     def _compare(self, operator: str, a: CValue, b: CValue) -> CValue:
@@ -107,62 +107,62 @@ class COps:
             return self._emit("m", f"{a.text} {operator} {b.text}")
         return self._emit("m", f"-(int32_t)({a.text} {operator} {b.text})")
 
-    def lt(self, a, b):
+    def lt(self, a: CValue, b: CValue) -> CValue:
         return self._compare("<", a, b)
 
-    def gt(self, a, b):
+    def gt(self, a: CValue, b: CValue) -> CValue:
         return self._compare(">", a, b)
 
-    def eq(self, a, b):
+    def eq(self, a: CValue, b: CValue) -> CValue:
         return self._compare("==", a, b)
 
-    def ne(self, a, b):
+    def ne(self, a: CValue, b: CValue) -> CValue:
         return self._compare("!=", a, b)
 
-    def mask_or(self, a, b):
+    def mask_or(self, a: CValue, b: CValue) -> CValue:
         return self._binary("m", "|", a, b)
 
-    def select(self, mask, a, b):
+    def select(self, mask: CValue, a: CValue, b: CValue) -> CValue:
         helper = "wf_select" if self.vector else "wf_select_s"
         return self._emit("f", f"{helper}({mask.text}, {a.text}, {b.text})")
 
-    def select_u(self, mask, a, b):
+    def select_u(self, mask: CValue, a: CValue, b: CValue) -> CValue:
         helper = "wf_select_u" if self.vector else "wf_select_u_s"
         return self._emit("u", f"{helper}({mask.text}, {a.text}, {b.text})")
 
-    def bits(self, a):
+    def bits(self, a: CValue) -> CValue:
         return self._emit("u", f"(wf_vu)({a.text})" if self.vector else f"wf_bits_s({a.text})")
 
-    def from_bits(self, a):
+    def from_bits(self, a: CValue) -> CValue:
         return self._emit("f", f"(wf_vf)({a.text})" if self.vector else f"wf_float_s({a.text})")
 
-    def iadd(self, a, b):
+    def iadd(self, a: CValue, b: CValue) -> CValue:
         return self._binary("u", "+", a, b)
 
-    def isub(self, a, b):
+    def isub(self, a: CValue, b: CValue) -> CValue:
         return self._binary("u", "-", a, b)
 
-    def iand(self, a, b):
+    def iand(self, a: CValue, b: CValue) -> CValue:
         return self._binary("u", "&", a, b)
 
-    def ior(self, a, b):
+    def ior(self, a: CValue, b: CValue) -> CValue:
         return self._binary("u", "|", a, b)
 
-    def ixor(self, a, b):
+    def ixor(self, a: CValue, b: CValue) -> CValue:
         return self._binary("u", "^", a, b)
 
-    def shl(self, a, count):
+    def shl(self, a: CValue, count: int) -> CValue:
         return self._emit("u", f"{a.text} << {int(count)}")
 
-    def shr(self, a, count):
+    def shr(self, a: CValue, count: int) -> CValue:
         return self._emit("u", f"{a.text} >> {int(count)}")
 
-    def sar(self, a, count):
+    def sar(self, a: CValue, count: int) -> CValue:
         signed = "wf_vi" if self.vector else "int32_t"
         unsigned = "wf_vu" if self.vector else "uint32_t"
         return self._emit("u", f"({unsigned})(({signed})({a.text}) >> {int(count)})")
 
-    def to_float(self, a):
+    def to_float(self, a: CValue) -> CValue:
         if self.vector:
             return self._emit("f", f"__builtin_convertvector((wf_vi)({a.text}), wf_vf)")
         return self._emit("f", f"(float)(int32_t)({a.text})")
