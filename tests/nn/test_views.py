@@ -126,3 +126,9 @@ def test_unpacking_gives_views(traced):
     plan, out = traced(lambda x: (lambda q, k, v: q * k + v)(*x), x)
     assert len(plan.kernels) == 2
     np.testing.assert_allclose(out, x[0] * x[1] + x[2], rtol=1e-6)
+
+
+def test_slice_function(traced):
+    x = _f32((4, 6), 8)
+    _, out = traced(lambda x: nn.slice(x, 1, 1, None, 2), x)
+    np.testing.assert_array_equal(out, x[:, 1::2])

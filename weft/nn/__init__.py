@@ -69,6 +69,8 @@ from weft.nn.views import (
     window_unpartition,
 )
 
+slice = slice_axis  # noqa: A001  (nn.slice(x, axis, start, stop, step), like the other view functions)
+
 _install_methods()
 
 __all__ = [
@@ -126,6 +128,7 @@ __all__ = [
     "rsqrt",
     "sigmoid",
     "silu",
+    "slice",
     "slice_axis",
     "softmax",
     "spec",
