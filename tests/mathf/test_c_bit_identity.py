@@ -94,3 +94,12 @@ def test_source_defines_every_function_for_every_lane_count():
 def test_unsupported_lane_count_is_a_clear_error():
     with pytest.raises(ConfigError, match=r"c_math_source: lanes=3 .*16 for AVX-512"):
         c_math_source(3)
+
+
+def test_every_op_has_a_numpy_and_a_c_implementation():
+    from weft.mathf.c_source import COps
+    from weft.mathf.numpy_ops import NumpyOps
+    from weft.mathf.ops import Ops
+
+    declared = {name for name in vars(Ops) if not name.startswith("_")}
+    assert declared and declared <= set(dir(NumpyOps)) and declared <= set(dir(COps))
