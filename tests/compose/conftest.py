@@ -1,4 +1,23 @@
 import sys
 from pathlib import Path
 
+import pytest
+
+from weft.config import config_from_env
+
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def compose_cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("weft-compose-cache")
+
+
+@pytest.fixture
+def fused_config(compose_cache_dir):
+    """A compile configuration with fusion on, a private artifact cache and two threads."""
+
+    def make(contract="strict", fusion="greedy", threads=2):
+        return config_from_env(contract=contract, threads=threads, fusion=fusion, cache_dir=compose_cache_dir)
+
+    return make

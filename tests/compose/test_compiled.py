@@ -1,0 +1,116 @@
+"""Fused regions compiled to C: Strict bit-identical to the oracle, Inference close to float64,
+no rows×tokens intermediate in one-pass attention, and the explanation of a compile."""
+
+from __future__ import annotations
+
+import compose_plans as plans
+import numpy as np
+import pytest
+from compose_models import qwen_decode_step
+from compose_random_plans import merge_plans
+from compose_reference64 import evaluate64
+
+import weft
+import weft.nn as nn
+from weft.oracle.interpreter import run_all
+
+NAMED = {
+    "attention": lambda: nn.trace(lambda q, k, v: nn.attention(q, k, v, causal=True), *[nn.spec((2, 37, 16))] * 3),
+    "attention_handbuilt": lambda: plans.attention(t=40, d=8, e=8),
+    "softmax": lambda: nn.trace(lambda x: nn.softmax(x), nn.spec((9, 70))),
+    "cross_entropy": lambda: nn.trace(lambda x, t: nn.cross_entropy(x, t), nn.spec((6, 1000)), nn.spec((6,), "int64")),
+    "layer_norm": lambda: nn.trace(lambda x, w, b: nn.layer_norm(x, 48, w, b), nn.spec((2, 19, 48)), nn.spec((48,)), nn.spec((48,))),
+    "norm_linear": lambda: nn.trace(lambda x, w, W: nn.linear(nn.rms_norm(x, w), W), nn.spec((21, 32)), nn.spec((32,)), nn.spec((24, 32))),
+    "linear_gelu": lambda: nn.trace(lambda x, W, b: nn.gelu(nn.linear(x, W, b)), nn.spec((21, 32)), nn.spec((40, 32)), nn.spec((40,))),
+    "adam": lambda: nn.trace(lambda p, g, m, v: nn.adam_step(p, g, m, v, step=3), *[nn.spec((33, 17))] * 4),
+    "decode_step": lambda: qwen_decode_step(),
+}
+
+
+def inputs_for(plan, seed):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for name in plan.inputs:
+        buffer = plan.buffer(name)
+        if buffer.dtype.is_int:
+            arrays.append(rng.integers(0, 1000, buffer.shape).astype(np.int64))
+        elif name.endswith("_v"):  # Adam's second moment is never negative
+            arrays.append(np.abs(rng.standard_normal(buffer.shape)).astype(np.float32))
+        else:
+            arrays.append((0.5 * rng.standard_normal(buffer.shape)).astype(np.float32))
+    return arrays
+
+
+@pytest.fixture(scope="module")
+def named():
+    parts = []
+    for number, build in enumerate(NAMED.values()):
+        plan = build()
+        parts.append((plan, inputs_for(plan, number)))
+    return merge_plans(parts)
+
+
+def as_tuple(value):
+    return value if isinstance(value, tuple) else (value,)
+
+
+def test_strict_fused_compile_is_bit_identical_to_the_oracle(named, fused_config):
+    plan, arrays = named
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    assert sum(len(group) > 1 for group in compiled.groups) >= len(NAMED)
+    expected = run_all(plan, *arrays)
+    for name, got in zip(plan.outputs, as_tuple(compiled(*arrays))):
+        assert got.tobytes() == expected[name].tobytes(), name
+
+
+def test_inference_fused_compile_is_close_to_float64(named, fused_config):
+    plan, arrays = named
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    one_pass = [f for f in compiled.lowered.functions if any(type(n).__name__ == "OnlinePass" for n in f.nests)]
+    assert len(one_pass) >= 5  # both attentions, softmax, cross-entropy, norm+linear, decode step
+    reference = evaluate64(plan, *arrays)
+    for name, got in zip(plan.outputs, as_tuple(compiled(*arrays))):
+        scale = max(1.0, float(np.max(np.abs(reference[name]))))
+        np.testing.assert_allclose(got, reference[name], rtol=1e-4, atol=1e-5 * scale, err_msg=name)
+
+
+def test_one_pass_attention_holds_no_rows_by_tokens_intermediate(fused_config):
+    sizes = {}
+    for tokens in (256, 1024):
+        plan = plans.attention(t=tokens, d=16, e=16)
+        fused = weft.compile(plan, config=fused_config("inference"))
+        unfused = weft.compile(plan, config=fused_config("inference", fusion="off"))
+        sizes[tokens] = (fused.memory_bytes(), unfused.memory_bytes())
+        assert fused.arena_bytes == 0
+        assert fused.memory_bytes() < 4 * tokens * tokens  # less than one scores matrix
+    growth_fused = sizes[1024][0] / sizes[256][0]
+    growth_unfused = sizes[1024][1] / sizes[256][1]
+    assert growth_fused < 5 and growth_unfused > 12, sizes  # 4x tokens: linear vs quadratic
+
+
+def test_strict_attention_keeps_a_tile_of_scores_in_scratch(fused_config):
+    plan = plans.attention(t=512, d=16, e=16)
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    (function,) = compiled.lowered.functions
+    assert function.tile_loop is not None and function.tile_loop.size < 512
+    scores = next(s for s in function.scratch if "scratch_s" in s.pointer)
+    assert scores.elements == function.tile_loop.size * 512
+
+
+def test_compiled_explain_names_regions_rewrite_and_lowering(fused_config, capsys):
+    compiled = weft.compile(plans.cross_entropy(), config=fused_config("inference"))
+    compiled.explain()
+    text = capsys.readouterr().out
+    assert "anchor nll" in text and "candidates: [nll] -> [l nll] -> [m l nll]" in text
+    assert "rewrite: fired" in text and "one pass (rescaled)" in text
+    assert "loss: could not take nll: no common tile axis" in text
+    strict = weft.compile(plans.attention(), config=fused_config("strict"))
+    strict.explain()
+    assert "Strict forbids" in capsys.readouterr().out
+
+
+def test_fusion_policy_is_a_compile_parameter_not_a_global(fused_config):
+    plan = plans.softmax()
+    fused = weft.compile(plan, config=fused_config("strict"))
+    unfused = weft.compile(plan, config=fused_config("strict", fusion="off"))
+    assert len(fused.groups) == 1 and len(unfused.groups) == 4
