@@ -218,6 +218,15 @@ def _openblas_setter():
     return None
 
 
+def set_blas_threads(threads: int) -> bool:
+    """Set NumPy's OpenBLAS thread count in this process; False if it cannot be set."""
+    setter = _openblas_setter()
+    if setter is None:
+        return False
+    setter(int(threads))
+    return True
+
+
 def measure_gemm(size: int, thread_counts: list[int], repeats: int) -> tuple[dict[int, float], bool]:
     """float32 matmul FLOP/s per BLAS thread count, and whether threads could be set."""
     rng = np.random.default_rng(0)
