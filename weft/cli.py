@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from weft.errors import WeftError
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     except WeftError as error:
         print(f"weft: error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader (e.g. `weft plan ... | head`) closed the pipe: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
