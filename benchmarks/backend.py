@@ -147,7 +147,7 @@ def contraction_records(threads: int, blocks: int, sizes: list[int]) -> list[dic
         flops = 2.0 * size**3
         for contract in ("strict", "inference"):
             compiled, call = compiled_call(plan, (a, b), contract, threads)
-            timing = interleaved({"weft": call, "numpy": lambda: np.matmul(a, b, out=out)}, blocks,
+            timing = interleaved({"weft": call, "numpy": lambda a=a, b=b, out=out: np.matmul(a, b, out=out)}, blocks,
                                  0.05 if size <= 2048 else 0.0)
             weft_s, numpy_s = timing["median_s"]["weft"], timing["median_s"]["numpy"]
             served = "BLAS (SciPy sgemm)" if compiled.provenance.get("blas") else "generated nest"
