@@ -189,11 +189,15 @@ _PRELUDE = """\
 #ifndef WEFT_MATH_H
 #define WEFT_MATH_H
 #include <stdint.h>
-#if defined(__SSE__) || defined(__AVX__) || defined(__AVX512F__)
+/* With -fno-math-errno the sqrt lane loop vectorises by itself; otherwise use
+ * intrinsics (the headers cost ~0.1 s of compile time, so only then). */
+#if !defined(__NO_MATH_ERRNO__) && (defined(__SSE__) || defined(__AVX__) || defined(__AVX512F__))
 #include <immintrin.h>
+#define WF_SQRT_X86 1
 #endif
-#if defined(__ARM_NEON) && defined(__aarch64__)
+#if !defined(__NO_MATH_ERRNO__) && defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
+#define WF_SQRT_NEON 1
 #endif
 
 #define WF_LANES {lanes}
@@ -250,11 +254,11 @@ _SQRT_INTRINSIC = {
 
 
 def _sqrt_body(lanes: int) -> str:
-    """An intrinsic where the ISA has one (the lane loop calls sqrtf if errno is on)."""
+    """A lane loop (vectorised under -fno-math-errno), else an intrinsic where the ISA has one."""
     guards = []
     if lanes in _SQRT_INTRINSIC:
         macro, statement = _SQRT_INTRINSIC[lanes]
-        guards.append((f"defined({macro})", statement))
+        guards.append((f"defined(WF_SQRT_X86) && defined({macro})", statement))
     if lanes == 4:
         guards.append(
             ("defined(__ARM_NEON) && defined(__aarch64__)", "return (wf_vf)vsqrtq_f32((float32x4_t)x);")
