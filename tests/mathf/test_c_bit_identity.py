@@ -52,7 +52,7 @@ def test_unary_bit_identical_to_numpy(compile_math, lanes, name):
 
 
 @pytest.mark.parametrize(
-    "flags", [("-O3",), ("-O3", "-fno-math-errno"), ("-O1", "-mno-avx512f", "-Wno-psabi")]
+    "flags", [("-O3",), ("-O3", "-fno-math-errno", "-fwrapv"), ("-O1", "-mno-avx512f", "-Wno-psabi")]
 )
 def test_other_optimisation_levels_stay_bit_identical(compile_math, flags):
     """-ffp-contract=off is what matters: more optimisation or another ISA changes nothing."""
