@@ -16,3 +16,25 @@ def test_strided_walk_over_all_bit_patterns_within_bounds():
     for name, count, worst, worst_input in rows:
         assert count >= 2**32 // 4099
         assert worst <= STATED_MAX_ULP[name], (name, worst, worst_input)
+
+
+def test_command_lines_print_markdown_tables():
+    import subprocess
+    import sys
+
+    accuracy = subprocess.run(
+        [sys.executable, "-m", "weft.mathf.accuracy", "--samples", "20000"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert accuracy[0].startswith("| function | samples | max ulp")
+    assert [line.split("|")[1].strip() for line in accuracy[2:]] == ["exp", "log", "tanh", "erf", "sigmoid"]
+    if shutil.which(config_from_env().cc) is not None:
+        walked = subprocess.run(
+            [sys.executable, "-m", "weft.mathf.exhaustive", "--step", "65537", "--only", "log"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        assert walked[2].startswith("| log | ")
