@@ -4,7 +4,7 @@ float64 within tolerance under Inference (at least 200 random plans per run)."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from compose_random_plans import random_plan
 from compose_reference64 import evaluate64
@@ -40,3 +40,44 @@ def test_random_plans_do_fuse_and_do_rewrite():
         fused += bool(partition.fused)
         rewritten += any(isinstance(derive_online_fold(plan, r, "inference"), OnlineFold) for r in partition.fused)
     assert fused > 100 and rewritten > 10, (fused, rewritten)
+
+
+# ---------------------------------------------------------------- compiled to C
+# 100 random plans merged into one plan per compile (a C compile costs seconds):
+# two examples under Strict (200 plans), one under Inference (100 plans; the
+# executor-level test above covers 200 more under Inference every run).
+
+PLANS_PER_COMPILE = 100
+
+
+def _merged(base_seed: int):
+    from compose_random_plans import merge_plans
+
+    return merge_plans([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base_seed=st.integers(0, 2**30))
+def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
+    import weft
+
+    plan, arrays = _merged(base_seed)
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    expected = run_all(plan, *arrays)
+    got = compiled(*arrays)
+    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,)):
+        assert array.tobytes() == expected[name].tobytes(), name
+
+
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base_seed=st.integers(0, 2**30))
+def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
+    import weft
+
+    plan, arrays = _merged(base_seed)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    reference = evaluate64(plan, *arrays)
+    got = compiled(*arrays)
+    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,)):
+        scale = max(1.0, float(np.max(np.abs(reference[name]))))
+        np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)
