@@ -1,0 +1,47 @@
+"""End to end: ``weft explain WORKLOAD``."""
+
+from __future__ import annotations
+
+import pytest
+
+from weft.cli import main
+from weft.compose.cli import parse_setting
+from weft.errors import WorkloadError
+
+
+def test_explain_attention_inference(capsys):
+    assert main(["explain", "attention", "--contract", "inference", "--set", "tokens=64", "--set", "heads=2"]) == 0
+    text = capsys.readouterr().out
+    assert "anchor attn_out" in text
+    assert "chosen: attn_scores attn_max attn_exp attn_sum attn_probs attn_out" in text
+    assert "tile axis i" in text and "rewrite: fired" in text and "never materialised: attn_exp, attn_probs" in text
+
+
+def test_explain_strict_lists_the_forbidden_rewrite(capsys):
+    assert main(["explain", "softmax", "--set", "rows=4", "--set", "cols=8"]) == 0
+    text = capsys.readouterr().out
+    assert "Strict forbids" in text
+
+
+def test_explain_cross_entropy_lists_unfused_with_reason(capsys):
+    assert main(["explain", "cross-entropy", "--set", "tokens=4", "--set", "vocab=100"]) == 0
+    text = capsys.readouterr().out
+    assert "ce_mean: could not take ce_loss: no common tile axis" in text
+
+
+def test_explain_off_policy(capsys):
+    assert main(["explain", "layernorm", "--fusion", "off", "--set", "rows=4", "--set", "dim=8"]) == 0
+    assert "0 fused" in capsys.readouterr().out
+
+
+def test_unknown_workload_is_a_clean_error(capsys):
+    assert main(["explain", "no-such-workload"]) == 2
+    assert "unknown workload" in capsys.readouterr().err
+
+
+def test_parse_setting():
+    assert parse_setting("tokens=256") == ("tokens", 256)
+    assert parse_setting("eps=1e-5") == ("eps", 1e-5)
+    assert parse_setting("projection=true") == ("projection", True)
+    with pytest.raises(WorkloadError, match="KEY=VALUE"):
+        parse_setting("tokens")
