@@ -1,0 +1,45 @@
+"""The weft bench command end to end (small sizes), and across processes."""
+
+import json
+
+import pytest
+
+pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
+workloads = pytest.importorskip("weft.workloads", reason="needs the workload library")
+
+from weft.bench.run import BenchOptions, run_bench  # noqa: E402
+from weft.cli import main  # noqa: E402
+from weft.cost.machine import machine_profile  # noqa: E402
+
+
+def test_bench_cli_writes_a_result_that_recomputes(tmp_path, capsys):
+    out, png = tmp_path / "softmax.json", tmp_path / "softmax.png"
+    argv = ["bench", "softmax", "--arms", "unfused,unfused@2", "--size", "rows=8", "--size", "cols=40",
+            "--rounds", "2", "--round-ms", "1", "--no-progress", "--out", str(out), "--plot", str(png)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "unfused:control vs unfused" in text and "Roofline" in text and "parity against the oracle" in text
+    data = json.loads(out.read_text())
+    assert data["schema"] == "weft-bench/1" and data["params"] == {"rows": 8, "cols": 40}
+    assert png.stat().st_size > 1000
+    assert main(["bench", "--recompute", str(out)]) == 0
+    assert "agree" in capsys.readouterr().out
+
+
+def test_bench_cli_errors_name_the_fix(capsys):
+    assert main(["bench", "softmax", "--arms", "unfused,fastest", "--no-progress"]) == 2
+    assert "unknown arm 'fastest'" in capsys.readouterr().err
+    assert main(["bench", "softmax", "--arms", "greedy+fast", "--no-progress"]) == 2
+    assert "strict or inference" in capsys.readouterr().err
+
+
+def test_processes_reverse_the_order_each_round(tmp_path):
+    profile = machine_profile(tmp_path, quick=True)
+    options = BenchOptions(arms="unfused", params=dict(workloads.get_workload("layernorm").small), blocks=2,
+                           target_round_s=0.002, processes=2, process_reps=2)
+    result = run_bench("layernorm", options, profile)
+    section = result["processes"]
+    assert section["rounds"] == 2
+    (block,) = section["blocks"]
+    assert block["order"] == ["unfused", "unfused:control", "unfused:control", "unfused"]
+    assert len(section["verdicts"]) == 1 and section["verdicts"][0]["candidate"] == "unfused:control"

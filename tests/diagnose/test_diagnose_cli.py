@@ -1,0 +1,32 @@
+"""weft diagnose on the built-in attention workload: quadratic memory, members named."""
+
+import pytest
+
+pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
+pytest.importorskip("weft.workloads", reason="needs the workload library")
+
+from weft.cli import main  # noqa: E402
+
+
+def test_diagnose_attention_names_the_quadratic_members(capsys, tmp_path):
+    png = tmp_path / "roof.png"
+    argv = ["diagnose", "attention", "--size", "heads=1", "--size", "head_dim=16", "--sizes", "64,128",
+            "--repeats", "1", "--plot", str(png)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "tokens 64 -> 128" in text and "Quadratic" in text
+    assert "Members responsible" in text
+    for member in ("attn_scores", "attn_exp", "attn_probs"):
+        assert f"    {member}: (1, 1, 64, 64) -> (1, 1, 128, 128)" in text
+    assert "FLAGGED" in text and png.stat().st_size > 1000
+
+
+def test_diagnose_layernorm_is_linear(capsys):
+    assert main(["diagnose", "layernorm", "--size", "rows=64", "--size", "dim=64", "--repeats", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "Linear (or slower) in rows" in text
+
+
+def test_diagnose_rejects_a_peer_arm(capsys):
+    assert main(["diagnose", "softmax", "--arm", "torch-eager"]) == 2
+    assert "Weft arms only" in capsys.readouterr().err
