@@ -40,7 +40,7 @@ from weft.ir import (
     expr_axes,
     index_range,
 )
-from weft.lower.access import Access, load_access
+from weft.lower.access import Access, address_step, load_access
 from weft.lower.nest import BufferView
 
 SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
@@ -173,9 +173,13 @@ class BodyRenderer:
 
     # ------------------------------------------------------------------ expressions
 
+    def memo_key(self, expr: Expr, vector: bool) -> tuple:
+        """A node's identity in this scope: itself, its mode, and the values of the axes it reads."""
+        return (expr, vector, tuple((a, self.env.get(a)) for a in sorted(expr_axes(expr))))
+
     def render(self, expr: Expr) -> Value:
         vector = self.is_vector(expr)
-        key = (expr, vector, tuple((a, self.env.get(a)) for a in sorted(expr_axes(expr))))
+        key = self.memo_key(expr, vector)
         if key not in self.memo:
             if vector:
                 self.memo[key] = self._vector(expr)
@@ -297,6 +301,13 @@ class BodyRenderer:
         if access is Access.CONTIGUOUS and view.dtype is not DType.BOOL and not any(map(_has_index_of, load.index)):
             address = self.address(view, load.index)
             return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
+        step = address_step(load, view.strides, self.vector_axis)
+        if (
+            load.padding is None and step is not None and abs(step) * self.lanes < 2**31
+            and view.dtype in (DType.FLOAT32, DType.INT32) and not any(map(_has_index_of, load.index))
+        ):
+            address = self.address(view, load.index)
+            return self.local(view.dtype, True, f"wfc_gather_{SUFFIX[view.dtype]}(&{view.pointer}[{address}], {step})")
         return self.lanewise(load)
 
 

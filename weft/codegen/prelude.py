@@ -19,6 +19,9 @@ _HEADER = """\
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 """
 
 _FALLBACK_MATH = """\
@@ -68,6 +71,55 @@ static inline wf_vl wfc_abs_l(wf_vl x) {{ return wfc_sel_l(x < wfc_splat_l(0), -
 static inline int64_t wfc_floordiv(int64_t a, int64_t b) {{ int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 static inline int64_t wfc_floormod(int64_t a, int64_t b) {{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
+/* lanes at a constant element stride (a row reduction with lanes along rows, a
+   transpose): a hardware gather where there is one, never a store-forwarding stall */
+static inline wf_vf wfc_gather_f(const float *p, long stride) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    __m512i idx = _mm512_mullo_epi32(_mm512_set1_epi32((int)stride),
+                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    return (wf_vf)_mm512_i32gather_ps(idx, p, 4);
+#elif defined(__AVX2__) && {lanes} == 8
+    __m256i idx = _mm256_mullo_epi32(_mm256_set1_epi32((int)stride), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return (wf_vf)_mm256_i32gather_ps(p, idx, 4);
+#else
+    wf_vf r; for (int l = 0; l < {lanes}; l++) r[l] = p[l * stride]; return r;
+#endif
+}}
+static inline wf_vi wfc_gather_i(const int32_t *p, long stride) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    __m512i idx = _mm512_mullo_epi32(_mm512_set1_epi32((int)stride),
+                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    return (wf_vi)_mm512_i32gather_epi32(idx, p, 4);
+#else
+    wf_vi r; for (int l = 0; l < {lanes}; l++) r[l] = p[l * stride]; return r;
+#endif
+}}
+"""
+
+
+def transpose_source(lanes: int) -> str:
+    """``wfc_transpose_f``: a lanes x lanes tile transposed in registers by log2(lanes)
+    rounds of interleaves (row r of the result holds column r of the input)."""
+    half = lanes // 2
+    lo = ", ".join(f"{i}, {i + lanes}" for i in range(half))
+    hi = ", ".join(f"{i + half}, {i + half + lanes}" for i in range(half))
+    rounds = lanes.bit_length() - 1
+    return f"""\
+#if defined(__clang__) || __GNUC__ >= 12
+#define WFC_SHUFFLE2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define WFC_SHUFFLE2(a, b, ...) __builtin_shuffle(a, b, (wf_vi){{__VA_ARGS__}})
+#endif
+static inline void wfc_transpose_f(wf_vf *rows) {{
+    for (int round = 0; round < {rounds}; round++) {{
+        wf_vf next[{lanes}];
+        for (int m = 0; m < {half}; m++) {{
+            next[2 * m] = WFC_SHUFFLE2(rows[m], rows[m + {half}], {lo});
+            next[2 * m + 1] = WFC_SHUFFLE2(rows[m], rows[m + {half}], {hi});
+        }}
+        for (int m = 0; m < {lanes}; m++) rows[m] = next[m];
+    }}
+}}
 """
 
 
@@ -85,4 +137,4 @@ def uses_reference_math() -> bool:
 
 
 def prelude(lanes: int) -> str:
-    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes)
+    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes) + transpose_source(lanes)

@@ -76,7 +76,10 @@ class _NestWriter:
         if nest.vector_axis is not None:
             r = nest.axis_range(nest.vector_axis)
             self.emit(inner, f"const long wf_nvb = (({r.stop}) - ({r.start}) + {span - 1}) / {span};")
-            counts.append("wf_nvb")
+            per_item = str(nest.blocks_per_item) if nest.blocks_per_item > 0 else "wf_nvb"
+            self.emit(inner, f"const long wf_bpi = {per_item};")
+            self.emit(inner, "const long wf_ngroups = (wf_nvb + wf_bpi - 1) / wf_bpi;")
+            counts.append("wf_ngroups")
         self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
         if nest.parallel:
             self.emit(inner, "#pragma omp parallel for schedule(static)")
@@ -84,13 +87,16 @@ class _NestWriter:
         body = inner + 1
         self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
         if nest.vector_axis is not None:
-            self.emit(body, "const long wf_vb = wf_rem % wf_nvb; wf_rem /= wf_nvb;")
+            self.emit(body, "const long wf_group = wf_rem % wf_ngroups; wf_rem /= wf_ngroups;")
         for axis in reversed(nest.outer_axes):
             r = nest.axis_range(axis)
             v = self.var[axis]
             self.emit(body, f"const long {v} = ({r.start}) + wf_rem % n_{v}; wf_rem /= n_{v};")
         if nest.vector_axis is not None:
             r = nest.axis_range(nest.vector_axis)
+            self.emit(body, "const long wf_vb_end = wfc_minl(wf_nvb, (wf_group + 1) * wf_bpi);")
+            self.emit(body, "for (long wf_vb = wf_group * wf_bpi; wf_vb < wf_vb_end; wf_vb++) {")
+            body += 1
             self.emit(body, f"const long wf_v0 = ({r.start}) + wf_vb * {span};")
             self.emit(body, f"const long wf_vn = wfc_minl({span}, ({r.stop}) - wf_v0);")
         if nest.block_axis is not None:
@@ -105,6 +111,8 @@ class _NestWriter:
             self.emit(body, "}")
         else:
             self.tile(body, 1)
+        if nest.vector_axis is not None:
+            self.emit(body - 1, "}")
         self.emit(inner, "}")
         self.emit(indent, "}")
 
@@ -154,35 +162,126 @@ class _NestWriter:
                            else renderer.splat(value))
             self.emit(indent, "}")
             return
+        self.fold_block(indent, points)
+
+    def fold_block(self, indent: int, points: list[tuple[int, str | None, bool]]) -> None:
+        """Accumulators, the fold loops (innermost one plain, tiled-transposed or fold-laned), stores."""
+        kernel, nest = self.kernel, self.nest
+        inner = indent + 1
         combiner = kernel.fold.combiner
+        identity = fold_identity(combiner, self.dtype)
         accumulators = []
         for _row, _column, vector in points:
             name = self.counter.fresh("acc")
-            identity = fold_identity(combiner, self.dtype)
             if vector:
                 self.emit(inner, f"{VECTOR_TYPE[self.dtype]} {name} = wfc_splat_{SUFFIX[self.dtype]}({identity});")
             else:
                 self.emit(inner, f"{SCALAR_TYPE[self.dtype]} {name} = {identity};")
             accumulators.append(name)
+        lane_accumulators = []
+        if nest.fold_lanes:
+            for _ in range(nest.fold_accumulators):
+                name = self.counter.fresh("vacc")
+                self.emit(inner, f"{VECTOR_TYPE[self.dtype]} {name} = wfc_splat_{SUFFIX[self.dtype]}({identity});")
+                lane_accumulators.append(name)
         depth = inner
-        for axis in kernel.fold_axes:
-            self.emit(depth, f"for (long {self.var[axis.name]} = 0; {self.var[axis.name]} < {axis.extent}; "
-                             f"{self.var[axis.name]}++) {{")
+        for axis in kernel.fold_axes[:-1]:
+            variable = self.var[axis.name]
+            self.emit(depth, f"for (long {variable} = 0; {variable} < {axis.extent}; {variable}++) {{")
             depth += 1
-        renderer.indent = "    " * depth
-        for (row, column, vector), acc in zip(points, accumulators):
-            renderer.env = self.point_env(row, column)
-            renderer.vector_axis = self.nest.vector_axis if vector else None
-            value = renderer.render(kernel.body)
-            term = renderer.splat(value) if vector else value.code
-            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, vector, acc, term)};")
-        for _ in kernel.fold_axes:
+        last = kernel.fold_axes[-1]
+        variable, lanes = self.var[last.name], nest.lanes
+        if nest.fold_lanes:
+            self.emit(depth, f"long {variable} = 0;")
+            span = lanes * len(lane_accumulators)
+            self.emit(depth, f"for (; {variable} + {span} <= {last.extent}; {variable} += {span}) {{")
+            pairs = [(f"{variable} + {n * lanes}", acc) for n, acc in enumerate(lane_accumulators)]
+            self.fold_terms(depth + 1, [(points[0], acc, {last.name: at}) for at, acc in pairs], last.name)
+            self.emit(depth, "}")
+            self.emit(depth, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
+            self.fold_terms(depth + 1, [(points[0], lane_accumulators[0], {})], last.name)
+            self.emit(depth, "}")
+            self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
+        elif nest.transpose_fold and all(vector for _, _, vector in points):
+            self.emit(depth, f"long {variable} = 0;")
+            self.emit(depth, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
+            self.transposed_terms(depth + 1, points, accumulators, last.name)
+            self.emit(depth, "}")
+            self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
+        else:
+            self.emit(depth, f"for (long {variable} = 0; {variable} < {last.extent}; {variable}++) {{")
+        self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators)], None)
+        self.emit(depth, "}")
+        for _ in kernel.fold_axes[:-1]:
             depth -= 1
             self.emit(depth, "}")
+        if lane_accumulators:
+            first, rest = lane_accumulators[0], lane_accumulators[1:]
+            for other in rest:
+                self.emit(inner, f"{first} = {combine(combiner, self.dtype, True, first, other)};")
+            lane = self.counter.fresh("l")
+            acc = accumulators[0]
+            self.emit(inner, f"for (int {lane} = 0; {lane} < {lanes}; {lane}++) "
+                             f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[{lane}]')};")
+        renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * inner, self.counter, {}, None)
         for (row, column, vector), acc in zip(points, accumulators):
             renderer.env = self.point_env(row, column)
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
+
+    def fold_terms(self, depth: int, items, lane_axis: str | None) -> None:
+        """``acc = combine(acc, body)`` for each (point, accumulator, env override), in order.
+
+        With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis."""
+        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
+                                self.counter, {}, None)
+        combiner = self.kernel.fold.combiner
+        for (row, column, vector), acc, override in items:
+            renderer.env = {**self.point_env(row, column), **override}
+            renderer.vector_axis = lane_axis if lane_axis else (self.nest.vector_axis if vector else None)
+            lanes_here = vector or lane_axis is not None
+            value = renderer.render(self.kernel.body)
+            term = renderer.splat(value) if lanes_here else value.code
+            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, acc, term)};")
+
+    def transposed_terms(self, depth: int, points, accumulators: list[str], fold_axis: str) -> None:
+        """One tile of ``lanes`` fold steps: strided loads read as rows of a tile, transposed,
+        then the fold steps in ascending order (each lane keeps the oracle's order)."""
+        from weft.codegen.body import Value
+        from weft.ir import expr_loads
+        from weft.lower.access import transposable
+
+        lanes, lane_axis = self.nest.lanes, self.nest.vector_axis
+        variable = self.var[fold_axis]
+        renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * depth, self.counter, {}, None)
+        loads = [
+            load for load in dict.fromkeys(expr_loads(self.kernel.body))
+            if self.views[load.buffer].dtype is DType.FLOAT32
+            and transposable(load, self.views[load.buffer].strides, lane_axis, fold_axis)
+        ]
+        for row, column, _vector in points:
+            base = self.point_env(row, column)
+            for load in loads:
+                renderer.env = {**base, fold_axis: f"{variable} + 0"}
+                if renderer.memo_key(load, True) in renderer.memo:
+                    continue
+                tile = self.counter.fresh("tile")
+                view = self.views[load.buffer]
+                self.emit(depth, f"wf_vf {tile}[{lanes}];")
+                for r in range(lanes):
+                    renderer.env = {**base, lane_axis: f"{column} + {r}", fold_axis: variable}
+                    self.emit(depth, f"{tile}[{r}] = wfc_load_f(&{view.pointer}[{renderer.address(view, load.index)}]);")
+                self.emit(depth, f"wfc_transpose_f({tile});")
+                for t in range(lanes):
+                    renderer.env = {**base, fold_axis: f"{variable} + {t}"}
+                    renderer.memo[renderer.memo_key(load, True)] = Value(f"{tile}[{t}]", DType.FLOAT32, True)
+        renderer.vector_axis = lane_axis
+        combiner = self.kernel.fold.combiner
+        for t in range(lanes):
+            for (row, column, _vector), acc in zip(points, accumulators):
+                renderer.env = {**self.point_env(row, column), fold_axis: f"{variable} + {t}"}
+                value = renderer.render(self.kernel.body)
+                self.emit(depth, f"{acc} = {combine(combiner, self.dtype, True, acc, renderer.splat(value))};")
 
     def store(self, indent: int, renderer: BodyRenderer, row: int, column, vector: bool, value: str) -> None:
         view = self.out_view

@@ -80,6 +80,14 @@ def load_access(load: Load, strides: tuple[int, ...], axis: str) -> Access:
     return Access.CONTIGUOUS if step == 1 else Access.GATHER
 
 
+def transposable(load: Load, strides: tuple[int, ...], lane_axis: str, fold_axis: str) -> bool:
+    """Strided along the lanes but unit-stride along the fold axis: a tile transpose serves it."""
+    if load.padding is not None:
+        return False
+    step = address_step(load, strides, lane_axis)
+    return step not in (None, 0, 1) and address_step(load, strides, fold_axis) == 1
+
+
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     running = 1

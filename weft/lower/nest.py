@@ -58,8 +58,8 @@ class MemberNest:
     """One member's loop nest.
 
     Work is split into *work items* (one per point of the outer axes times one per
-    block of ``block_vectors * lanes`` points of ``vector_axis``); the work-item loop
-    is the parallel loop. Inside an item, ``block_axis`` (if any) advances
+    group of ``blocks_per_item`` blocks of ``block_vectors * lanes`` points of
+    ``vector_axis``); the work-item loop is the parallel loop. Inside an item, ``block_axis`` (if any) advances
     ``block_rows`` at a time, and a fold runs innermost, ascending, with one
     accumulator per output point (per lane).
     """
@@ -74,8 +74,11 @@ class MemberNest:
     block_vectors: int
     views: tuple[BufferView, ...]
     parallel: bool
-    fold_lanes: bool = False  # Inference: lanes along the innermost fold axis
-    fold_accumulators: int = 1
+    fold_lanes: bool = False  # Inference: lanes along the innermost fold axis, reassociated
+    fold_accumulators: int = 1  # with fold_lanes: independent vector accumulators per output
+    blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
+    transpose_fold: bool = False  # Strict-safe: loads strided along the lanes but unit-stride
+    # along the innermost fold axis are read as lanes x lanes tiles and transposed in registers
 
     @property
     def name(self) -> str:

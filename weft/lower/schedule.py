@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.ir import AxisIndex, Buffer, Kernel, Load, Plan, expr_loads
-from weft.lower.access import Access, address_step, load_access, row_major_strides
+from weft.ir import AxisIndex, Buffer, DType, Kernel, Load, Plan, expr_loads
+from weft.lower.access import Access, address_step, load_access, row_major_strides, transposable
 from weft.lower.gemm import match_gemm
 from weft.lower.nest import (
     AxisRange,
@@ -115,15 +115,34 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         if gemm is not None:
             return gemm
     vector_axis = choose_vector_axis(kernel, views, target.lanes)
+    fold_lanes = transpose_fold = False
+    if kernel.fold is not None:
+        inner = kernel.fold.axes[-1]
+        loads = expr_loads(kernel.body)
+        if target.contract == "inference" and inner.extent >= target.lanes and (
+            _contiguous_loads(loads, views, inner.name)
+            > (_contiguous_loads(loads, views, vector_axis) if vector_axis else 0)
+        ):
+            fold_lanes, vector_axis = True, None
+        elif vector_axis is not None and inner.extent >= target.lanes:
+            transpose_fold = any(
+                transposable(load, views[load.buffer].strides, vector_axis, inner.name)
+                and views[load.buffer].dtype is DType.FLOAT32
+                for load in loads
+            )
     block_axis = choose_block_axis(kernel, vector_axis, views)
     if block_axis is not None:
         block_rows = min(6 if target.lanes >= 16 else 4, _extent(kernel, block_axis))
-        block_vectors = 2
+        block_vectors = 1 if transpose_fold else 2
     elif kernel.fold is not None:
-        block_rows, block_vectors = 1, 4
+        block_rows, block_vectors = 1, 1 if transpose_fold else 4
     else:
         block_rows, block_vectors = 1, 2
     outer = tuple(a.name for a in kernel.axes if a.name not in (vector_axis, block_axis))
+    outer_points = 1
+    for axis in kernel.axes:
+        if axis.name in outer:
+            outer_points *= axis.extent
     work = 1
     for axis in kernel.all_axes:
         work *= axis.extent
@@ -139,6 +158,20 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         block_vectors=block_vectors,
         views=tuple(views[name] for name in touched),
         parallel=work >= PARALLEL_MIN_WORK,
+        fold_lanes=fold_lanes,
+        fold_accumulators=4 if fold_lanes else 1,
+        transpose_fold=transpose_fold,
+        # enough outer points to share among threads: a work item takes a whole row of
+        # vector blocks (cheap decode, loop-invariant work hoisted); else one block each
+        blocks_per_item=0 if outer_points >= 64 else 1,
+    )
+
+
+def _contiguous_loads(loads, views: dict[str, BufferView], axis: str) -> int:
+    return sum(
+        load_access(load, views[load.buffer].strides, axis) is Access.CONTIGUOUS
+        and views[load.buffer].dtype.itemsize == 4
+        for load in loads
     )
 
 
