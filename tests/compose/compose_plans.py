@@ -12,7 +12,6 @@ from weft.ir import (
     Binary,
     BinaryOp,
     Buffer,
-    Cast,
     Combiner,
     Const,
     DType,

@@ -8,8 +8,8 @@ reads that refuse a common tile axis.
 
 from __future__ import annotations
 
-import numpy as np
 import compose_plans as plans
+import numpy as np
 
 from weft.ir import Combiner, verify
 

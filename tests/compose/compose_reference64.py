@@ -11,8 +11,24 @@ import numpy as np
 import scipy.special
 
 from weft.ir import (
-    AxisIndex, Binary, BinaryOp, Cast, Combiner, Const, IndexAdd, IndexConst, IndexFloorDiv, IndexMod,
-    IndexMul, IndexOf, IndexValue, Load, Plan, Unary, UnaryOp, Where,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Cast,
+    Combiner,
+    Const,
+    IndexAdd,
+    IndexConst,
+    IndexFloorDiv,
+    IndexMod,
+    IndexMul,
+    IndexOf,
+    IndexValue,
+    Load,
+    Plan,
+    Unary,
+    UnaryOp,
+    Where,
 )
 
 UNARY = {
@@ -31,63 +47,67 @@ BINARY = {
 
 def evaluate64(plan: Plan, *arrays: np.ndarray) -> dict[str, np.ndarray]:
     values = {
-        name: (a.astype(np.float64) if a.dtype.kind == "f" else a) for name, a in zip(plan.inputs, arrays)
+        name: (a.astype(np.float64) if a.dtype.kind == "f" else a) for name, a in zip(plan.inputs, arrays, strict=False)
     }
     for kernel in plan.kernels:
-        axes = kernel.all_axes
-        env = {}
-        for position, axis in enumerate(axes):
-            shape = [1] * len(axes)
-            shape[position] = axis.extent
-            env[axis.name] = np.arange(axis.extent).reshape(shape)
-
-        def index(node):
-            match node:
-                case AxisIndex(a):
-                    return env[a]
-                case IndexConst(v):
-                    return np.int64(v)
-                case IndexAdd(l, r):
-                    return index(l) + index(r)
-                case IndexMul(o, f):
-                    return index(o) * f
-                case IndexFloorDiv(o, d):
-                    return index(o) // d
-                case IndexMod(o, d):
-                    return index(o) % d
-                case IndexOf(v):
-                    return np.asarray(expr(v)).astype(np.int64)
-
-        def expr(node):
-            match node:
-                case Load(buffer, idx, padding):
-                    array = values[buffer]
-                    if not idx:
-                        return array[()]
-                    pos = [index(i) for i in idx]
-                    inside = np.bool_(True)
-                    for p, n in zip(pos, array.shape):
-                        inside = inside & (p >= 0) & (p < n)
-                    got = array[tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, array.shape))]
-                    return got if padding is None else np.where(inside, got, padding)
-                case Const(v, dtype):
-                    return np.float64(v) if dtype.is_float else v
-                case IndexValue(i, _):
-                    return index(i)
-                case Unary(op, o):
-                    return UNARY[op](expr(o))
-                case Binary(op, l, r):
-                    return BINARY[op](expr(l), expr(r))
-                case Where(c, a, b):
-                    return np.where(expr(c), expr(a), expr(b))
-                case Cast(o, dtype):
-                    return np.asarray(expr(o)).astype(np.float64 if dtype.is_float else np.int64)
-
-        with np.errstate(all="ignore"):
-            grid = np.broadcast_to(expr(kernel.body), tuple(a.extent for a in axes))
-            if kernel.fold:
-                fold_positions = tuple(range(len(kernel.axes), len(axes)))
-                reduce = {Combiner.SUM: np.sum, Combiner.MAX: np.max, Combiner.MIN: np.min}[kernel.fold.combiner]
-                grid = reduce(grid, axis=fold_positions)
-        values[kernel.output] = np.array(grid)
+        values[kernel.output] = _evaluate_kernel(kernel, values)
     return values
+
+
+def _evaluate_kernel(kernel, values):
+    axes = kernel.all_axes
+    env = {}
+    for position, axis in enumerate(axes):
+        shape = [1] * len(axes)
+        shape[position] = axis.extent
+        env[axis.name] = np.arange(axis.extent).reshape(shape)
+
+    def index(node):
+        match node:
+            case AxisIndex(a):
+                return env[a]
+            case IndexConst(v):
+                return np.int64(v)
+            case IndexAdd(l, r):
+                return index(l) + index(r)
+            case IndexMul(o, f):
+                return index(o) * f
+            case IndexFloorDiv(o, d):
+                return index(o) // d
+            case IndexMod(o, d):
+                return index(o) % d
+            case IndexOf(v):
+                return np.asarray(expr(v)).astype(np.int64)
+
+    def expr(node):
+        match node:
+            case Load(buffer, idx, padding):
+                array = values[buffer]
+                if not idx:
+                    return array[()]
+                pos = [index(i) for i in idx]
+                inside = np.bool_(True)
+                for p, n in zip(pos, array.shape, strict=False):
+                    inside = inside & (p >= 0) & (p < n)
+                got = array[tuple(np.clip(p, 0, n - 1) for p, n in zip(pos, array.shape, strict=False))]
+                return got if padding is None else np.where(inside, got, padding)
+            case Const(v, dtype):
+                return np.float64(v) if dtype.is_float else v
+            case IndexValue(i, _):
+                return index(i)
+            case Unary(op, o):
+                return UNARY[op](expr(o))
+            case Binary(op, l, r):
+                return BINARY[op](expr(l), expr(r))
+            case Where(c, a, b):
+                return np.where(expr(c), expr(a), expr(b))
+            case Cast(o, dtype):
+                return np.asarray(expr(o)).astype(np.float64 if dtype.is_float else np.int64)
+
+    with np.errstate(all="ignore"):
+        grid = np.broadcast_to(expr(kernel.body), tuple(a.extent for a in axes))
+        if kernel.fold:
+            fold_positions = tuple(range(len(kernel.axes), len(axes)))
+            reduce = {Combiner.SUM: np.sum, Combiner.MAX: np.max, Combiner.MIN: np.min}[kernel.fold.combiner]
+            grid = reduce(grid, axis=fold_positions)
+    return np.array(grid)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import compose_plans as plans
+import numpy as np
 import pytest
 from compose_models import qwen_decode_step
 from compose_reference64 import evaluate64
@@ -54,7 +54,7 @@ def test_strict_fused_is_bit_identical_to_the_oracle(name):
     expected = as_tuple(run(plan, *arrays))
     got, report = fused(plan, "strict", arrays)
     assert report.online_regions == []
-    for a, b in zip(got, expected):
+    for a, b in zip(got, expected, strict=False):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
@@ -64,7 +64,7 @@ def test_inference_fused_is_close_to_float64(name):
     arrays = random_inputs(plan, seed=1, scale=0.5)
     reference = evaluate64(plan, *arrays)
     got, report = fused(plan, "inference", arrays)
-    for output, array in zip(plan.outputs, got):
+    for output, array in zip(plan.outputs, got, strict=False):
         np.testing.assert_allclose(array, reference[output], rtol=2e-5, atol=2e-5)
     if name in ("attention", "attention_handbuilt", "softmax", "cross_entropy", "decode_step"):
         assert report.online_regions, "the rescaling rewrite should have fired"
@@ -120,8 +120,8 @@ def test_peak_memory_of_fused_inference_attention_is_about_linear_in_tokens():
         plan = plans.attention(t=tokens, d=8, e=8)
         arrays = random_inputs(plan)
         partition = choose_regions(plan, "greedy", "inference")
-        peaks[tokens] = _traced_peak(lambda: run_partition_outputs(plan, partition, *arrays, tile=32, block=32))
-        oracle_peaks[tokens] = _traced_peak(lambda: run(plan, *arrays))
+        peaks[tokens] = _traced_peak(lambda p=plan, q=partition, a=arrays: run_partition_outputs(p, q, *a, tile=32, block=32))
+        oracle_peaks[tokens] = _traced_peak(lambda p=plan, a=arrays: run(p, *a))
     growth, oracle_growth = peaks[256] / peaks[64], oracle_peaks[256] / oracle_peaks[64]
     assert growth < 6, (peaks, oracle_peaks)  # 4x tokens: linear is 4, quadratic 16
     assert oracle_growth > 10, oracle_peaks  # the unfused plan holds T×T intermediates

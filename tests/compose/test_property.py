@@ -4,10 +4,10 @@ float64 within tolerance under Inference (at least 200 random plans per run)."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from compose_random_plans import random_plan
 from compose_reference64 import evaluate64
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from weft.compose import choose_regions
 from weft.compose.execute import run_partition
@@ -65,7 +65,7 @@ def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
     compiled = weft.compile(plan, config=fused_config("strict"))
     expected = run_all(plan, *arrays)
     got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,)):
+    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
         assert array.tobytes() == expected[name].tobytes(), name
 
 
@@ -78,6 +78,6 @@ def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
     compiled = weft.compile(plan, config=fused_config("inference"))
     reference = evaluate64(plan, *arrays)
     got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,)):
+    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)

@@ -94,7 +94,7 @@ def run_partition(
     report: ExecutionReport | None = None,
 ) -> dict[str, np.ndarray]:
     """Every non-private buffer's value after running ``partition``'s regions in order."""
-    values: dict[str, np.ndarray] = dict(zip(plan.inputs, check_inputs(plan, arrays)))
+    values: dict[str, np.ndarray] = dict(zip(plan.inputs, check_inputs(plan, arrays), strict=False))
     report = report if report is not None else ExecutionReport(tile)
     with np.errstate(all="ignore"):
         for region in partition.regions:

@@ -121,7 +121,7 @@ def inline_members(expr: Expr, producers: Mapping[str, Kernel]) -> Expr:
         producer = producers.get(load.buffer)
         if producer is None or producer.fold is not None or load.padding is not None:
             return load
-        mapping = {axis.name: index for axis, index in zip(producer.axes, load.index)}
+        mapping = {axis.name: index for axis, index in zip(producer.axes, load.index, strict=False)}
         return inline_members(substitute_axes(producer.body, mapping), producers)
 
     return map_loads(expr, on_load)

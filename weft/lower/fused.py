@@ -26,7 +26,14 @@ from weft.compose.regions import Region
 from weft.ir import Plan
 from weft.lower.access import row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
-from weft.lower.schedule import PARALLEL_MIN_WORK, Target, c_identifier, default_views, lower_group, lower_member
+from weft.lower.schedule import (
+    PARALLEL_MIN_WORK,
+    Target,
+    c_identifier,
+    default_views,
+    lower_group,
+    lower_member,
+)
 
 SCRATCH_BUDGET = 256 * 1024
 """Bytes of tile-local scratch per tile (it lives on each thread's stack)."""

@@ -113,7 +113,7 @@ class OnlinePass:
         for _, var, start, stop in self.rows:
             emit(depth, f"for (long {var} = {start}; {var} < {stop}; {var}++) {{")
             depth += 1
-        env_ref = dict((axis.name, var) for axis, (_, var, _, _) in zip(reference.axes, self.rows))
+        env_ref = dict((axis.name, var) for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=False))
         env_ref[online.reference_axis] = self.step
         identity = fold_identity(online.reference_combiner, dtype)
         emit(depth, f"{ctype} wo_ref_old[1] = {{{identity}}}; {ctype} wo_ref_new[1];")
@@ -249,7 +249,7 @@ def _bind(exprs, dims: dict[str, list[str | None]], env: dict[str, str]) -> None
     """Extend ``env`` (axis -> C variable) from loads of buffers whose dimensions have variables."""
     for expr in exprs:
         for load in expr_loads(expr):
-            for index, var in zip(load.index, dims.get(load.buffer, ())):
+            for index, var in zip(load.index, dims.get(load.buffer, ()), strict=False):
                 if isinstance(index, AxisIndex) and var is not None:
                     if env.setdefault(index.axis, var) != var:
                         raise _Unmappable(f"{load.buffer} is read at two different rows")
@@ -261,7 +261,7 @@ def _check(exprs, dims: dict[str, list[str | None]], env: dict[str, str], buffer
         for load in expr_loads(expr):
             if load.buffer not in buffers:
                 continue
-            for index, var in zip(load.index, dims[load.buffer]):
+            for index, var in zip(load.index, dims[load.buffer], strict=False):
                 if not isinstance(index, AxisIndex) or env.get(index.axis) != var:
                     raise _Unmappable(f"{load.buffer} is read off the current row or step")
 
@@ -284,7 +284,7 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         else:
             rows.append((axis.name, var, "0", str(axis.extent)))
     dims: dict[str, list[str | None]] = {reference.output: [var for _, var, _, _ in rows]}
-    env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, rows)}
+    env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, rows, strict=False)}
     env_ref[online.reference_axis] = "wo_j"
     envs: dict[str, dict[str, str]] = {reference.output: env_ref}
     pending_streamed = dict(streamed)
