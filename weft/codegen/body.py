@@ -116,6 +116,8 @@ class BodyRenderer:
         self.env = env
         self.vector_axis = vector_axis
         self.memo: dict = {}
+        # load -> (panel pointer, fold axes, lanes per panel row, lane axis): served from a packed panel
+        self.packed: dict[Load, tuple[str, tuple[tuple[str, int], ...], int, str]] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -265,7 +267,17 @@ class BodyRenderer:
             terms.append(code if stride == 1 else f"{code} * {stride}")
         return " + ".join(terms) if terms else "0"
 
+    def panel_address(self, load: Load) -> tuple[str, str]:
+        pointer, fold_axes, span, lane_axis = self.packed[load]
+        flat = "0"
+        for name, extent in fold_axes:
+            flat = f"({flat}) * {extent} + ({self.env[name]})" if flat != "0" else f"({self.env[name]})"
+        return pointer, f"({flat}) * {span} + ({self.env[lane_axis]} - wf_v0)"
+
     def scalar_load(self, load: Load) -> Value:
+        if load in self.packed:
+            pointer, address = self.panel_address(load)
+            return self.local(DType.FLOAT32, False, f"{pointer}[{address}]")
         view = self.views[load.buffer]
         dtype = view.dtype
         gathered = [i for i, idx in enumerate(load.index) if _has_index_of(idx)]
@@ -296,6 +308,9 @@ class BodyRenderer:
         return self.local(dtype, False, f"({' && '.join(checks)}) ? {code} : {pad}")
 
     def vector_load(self, load: Load) -> Value:
+        if load in self.packed:
+            pointer, address = self.panel_address(load)
+            return self.local(DType.FLOAT32, True, f"wfc_load_f(&{pointer}[{address}])")
         view = self.views[load.buffer]
         access = load_access(load, view.strides, self.vector_axis)
         if access is Access.CONTIGUOUS and view.dtype is not DType.BOOL and not any(map(_has_index_of, load.index)):

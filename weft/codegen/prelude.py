@@ -13,6 +13,7 @@ from weft import mathf
 
 _HEADER = """\
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <time.h>
@@ -44,7 +45,7 @@ typedef int64_t wf_vl __attribute__((vector_size({long_bytes})));
 #define WFC_LOADSTORE(sfx, vt, st) \\
     static inline vt wfc_load_##sfx(const st *p) {{ vt r; memcpy(&r, p, sizeof r); return r; }} \\
     static inline void wfc_store_##sfx(st *p, vt v) {{ memcpy(p, &v, sizeof v); }} \\
-    static inline vt wfc_splat_##sfx(st s) {{ vt r; for (int l = 0; l < {lanes}; l++) r[l] = s; return r; }}
+    static inline vt wfc_splat_##sfx(st s) {{ return (vt){{{splat}}}; }}
 WFC_LOADSTORE(f, wf_vf, float)
 WFC_LOADSTORE(i, wf_vi, int32_t)
 WFC_LOADSTORE(l, wf_vl, int64_t)
@@ -137,4 +138,4 @@ def uses_reference_math() -> bool:
 
 
 def prelude(lanes: int) -> str:
-    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes) + transpose_source(lanes)
+    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes, splat=', '.join(['s'] * lanes)) + transpose_source(lanes)

@@ -59,9 +59,59 @@ class _NestWriter:
         self.out_view = self.views[self.kernel.output]
         self.dtype = self.out_view.dtype
         self.var = {a.name: f"a_{self.counter.fresh('x')}_{_clean(a.name)}" for a in self.kernel.all_axes}
+        span = nest.block_vectors * nest.lanes
+        fold_axes = tuple((a.name, a.extent) for a in self.kernel.fold_axes)
+        self.panels = {
+            load: (self.counter.fresh("wf_panel"), fold_axes, span, nest.vector_axis) for load in nest.packed
+        }
+        self.panel_floats = span
+        for axis in self.kernel.fold_axes:
+            self.panel_floats *= axis.extent
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
+
+    def renderer(self, depth: int, packed: bool = True) -> BodyRenderer:
+        """A body renderer for one C scope; reads of packed loads go to their panels."""
+        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
+                                self.counter, {}, None)
+        if packed:
+            renderer.packed = dict(self.panels)
+        return renderer
+
+    def pack_panels(self, depth: int) -> None:
+        """Fill each panel for the current vector block: every fold point x the block's lanes."""
+        nest, lanes = self.nest, self.nest.lanes
+        span = nest.block_vectors * lanes
+        for load, (pointer, fold_axes, _span, lane_axis) in self.panels.items():
+            self.emit(depth, "{")
+            inner = depth + 1
+            for name, extent in fold_axes:
+                self.emit(inner, f"for (long {self.var[name]} = 0; {self.var[name]} < {extent}; {self.var[name]}++) {{")
+                inner += 1
+            flat = ""
+            for name, extent in fold_axes:
+                flat = f"({flat}) * {extent} + {self.var[name]}" if flat else self.var[name]
+            self.emit(inner, f"float *wf_row = {pointer} + ({flat}) * {span};")
+            self.emit(inner, f"if (wf_vn == {span}) {{")
+            renderer = self.renderer(inner + 1, packed=False)
+            renderer.vector_axis = lane_axis
+            for c in range(nest.block_vectors):
+                renderer.env = self.point_env(0, f"wf_v0 + {c * lanes}")
+                value = renderer.render(load)
+                renderer.emit(f"wfc_store_f(wf_row + {c * lanes}, {value.code});")
+            self.emit(inner, "} else {")
+            self.emit(inner + 1, "for (long wf_pc = 0; wf_pc < wf_vn; wf_pc++) {")
+            renderer = self.renderer(inner + 2, packed=False)
+            renderer.env = self.point_env(0, "wf_v0 + wf_pc")
+            value = renderer.render(load)
+            renderer.emit(f"wf_row[wf_pc] = {value.code};")
+            self.emit(inner + 1, "}")
+            self.emit(inner, "}")
+            for _ in fold_axes:
+                inner -= 1
+                self.emit(inner, "}")
+            self.emit(depth, "}")
 
     def write(self, indent: int) -> None:
         nest, lanes = self.nest, self.nest.lanes
@@ -86,6 +136,8 @@ class _NestWriter:
         self.emit(inner, "for (long wf_w = 0; wf_w < wf_items; wf_w++) {")
         body = inner + 1
         self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
+        for pointer, *_ in self.panels.values():
+            self.emit(body, f"float *{pointer} = (float *)aligned_alloc(64, {self.panel_floats * 4});")
         if nest.vector_axis is not None:
             self.emit(body, "const long wf_group = wf_rem % wf_ngroups; wf_rem /= wf_ngroups;")
         for axis in reversed(nest.outer_axes):
@@ -99,6 +151,8 @@ class _NestWriter:
             body += 1
             self.emit(body, f"const long wf_v0 = ({r.start}) + wf_vb * {span};")
             self.emit(body, f"const long wf_vn = wfc_minl({span}, ({r.stop}) - wf_v0);")
+            if self.panels:
+                self.pack_panels(body)
         if nest.block_axis is not None:
             r = nest.axis_range(nest.block_axis)
             u, rows = self.var[nest.block_axis], nest.block_rows
@@ -113,6 +167,8 @@ class _NestWriter:
             self.tile(body, 1)
         if nest.vector_axis is not None:
             self.emit(body - 1, "}")
+        for pointer, *_ in self.panels.values():
+            self.emit(body - 1, f"free({pointer});")
         self.emit(inner, "}")
         self.emit(indent, "}")
 
@@ -150,8 +206,7 @@ class _NestWriter:
         points = [(row, column, vector) for row in range(rows) for column, vector in columns]
         self.emit(indent, "{")
         inner = indent + 1
-        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * (inner + 1),
-                                self.counter, {}, None)
+        renderer = self.renderer(inner + 1)
         if kernel.fold is None:
             renderer.indent = "    " * inner
             for row, column, vector in points:
@@ -233,8 +288,7 @@ class _NestWriter:
         """``acc = combine(acc, body)`` for each (point, accumulator, env override), in order.
 
         With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis."""
-        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
-                                self.counter, {}, None)
+        renderer = self.renderer(depth)
         combiner = self.kernel.fold.combiner
         for (row, column, vector), acc, override in items:
             renderer.env = {**self.point_env(row, column), **override}
@@ -253,7 +307,7 @@ class _NestWriter:
 
         lanes, lane_axis = self.nest.lanes, self.nest.vector_axis
         variable = self.var[fold_axis]
-        renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * depth, self.counter, {}, None)
+        renderer = self.renderer(depth)
         loads = [
             load for load in dict.fromkeys(expr_loads(self.kernel.body))
             if self.views[load.buffer].dtype is DType.FLOAT32

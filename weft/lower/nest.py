@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.ir import Buffer, DType, Kernel
+from weft.ir import Buffer, DType, Kernel, Load
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +76,8 @@ class MemberNest:
     parallel: bool
     fold_lanes: bool = False  # Inference: lanes along the innermost fold axis, reassociated
     fold_accumulators: int = 1  # with fold_lanes: independent vector accumulators per output
+    packed: tuple[Load, ...] = ()  # loads copied per work item into a contiguous panel
+    # (fold points x block of lanes): values independent of the block axis, reused by every row block
     blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
     transpose_fold: bool = False  # Strict-safe: loads strided along the lanes but unit-stride
     # along the innermost fold axis are read as lanes x lanes tiles and transposed in registers

@@ -138,6 +138,11 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         block_rows, block_vectors = 1, 1 if transpose_fold else 4
     else:
         block_rows, block_vectors = 1, 2
+    packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
+    if packed:
+        transpose_fold = False  # packed panels are already unit-stride along the lanes
+        block_vectors = 2
+        packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
     outer = tuple(a.name for a in kernel.axes if a.name not in (vector_axis, block_axis))
     outer_points = 1
     for axis in kernel.axes:
@@ -161,10 +166,42 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         fold_lanes=fold_lanes,
         fold_accumulators=4 if fold_lanes else 1,
         transpose_fold=transpose_fold,
+        packed=packed,
         # enough outer points to share among threads: a work item takes a whole row of
         # vector blocks (cheap decode, loop-invariant work hoisted); else one block each
         blocks_per_item=0 if outer_points >= 64 else 1,
     )
+
+
+# A panel is worth packing when at least this many row blocks reuse it, and small
+# enough to stay in L2 while they do.
+PACK_MIN_REUSE = 4
+PACK_MAX_BYTES = 512 * 1024
+
+
+def _packable(kernel: Kernel, views: dict[str, BufferView], vector_axis: str | None, block_axis: str | None,
+              block_rows: int, span: int) -> tuple[Load, ...]:
+    """Loads to copy into a per-work-item panel: independent of the block axis, moving with the lanes."""
+    if kernel.fold is None or vector_axis is None or block_axis is None:
+        return ()
+    if _extent(kernel, block_axis) < PACK_MIN_REUSE * block_rows:
+        return ()
+    fold_points = 1
+    for axis in kernel.fold.axes:
+        fold_points *= axis.extent
+    if fold_points * span * 4 > PACK_MAX_BYTES:
+        return ()
+    chosen = []
+    for load in dict.fromkeys(expr_loads(kernel.body)):
+        view = views[load.buffer]
+        if view.dtype is not DType.FLOAT32 or load.padding is not None:
+            continue
+        if address_step(load, view.strides, block_axis) != 0:
+            continue
+        if load_access(load, view.strides, vector_axis) is Access.BROADCAST:
+            continue
+        chosen.append(load)
+    return tuple(chosen)
 
 
 def _contiguous_loads(loads, views: dict[str, BufferView], axis: str) -> int:
