@@ -410,8 +410,14 @@ def scalar_binary(op: BinaryOp, a: Value, b: Value) -> str:
     raise TypeError(f"binary op {op}")
 
 
+_MIRRORED = {BinaryOp.LT: BinaryOp.GT, BinaryOp.LE: BinaryOp.GE, BinaryOp.GT: BinaryOp.LT, BinaryOp.GE: BinaryOp.LE}
+
+
 def vector_binary(op: BinaryOp, a: Value, b: Value, splat: Callable[[Value], str]) -> str:
     x, y = splat(a), splat(b)
+    if a.dtype is DType.BOOL and op in _MIRRORED:
+        # lanes hold true as -1 (a mask), so the order of bools is mirrored: a < b <=> -a > -b
+        op = _MIRRORED[op]
     if op in C_INFIX:
         code = f"({x} {C_INFIX[op]} {y})"
         if op not in _ARITH and a.dtype is DType.INT64:
