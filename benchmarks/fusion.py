@@ -1,0 +1,345 @@
+"""Fused vs unfused: every workload, 1 and 2 threads, Inference and Strict.
+
+For each workload of ``weft.workloads`` and each thread count, this times the arm
+``unfused`` (every member its own function) against ``greedy`` (regions chosen by
+the composition engine, ``weft/compose``) under a contract, with the A/A control
+of ``unfused`` beside them. All timing, parity and judging is ``weft bench``'s own
+(``weft.bench.run.run_bench``: palindrome ABBA/BAAB blocks, parity against the
+oracle before any time is kept, verdicts by the rule of ../shared/BENCHMARKING.md);
+this script only chooses the sizes, loops, and summarises. Each comparison writes
+a ``weft-bench/1`` result (raw rounds, verdicts, provenance) that
+``weft bench --recompute FILE`` re-judges.
+
+A comparison that cannot run (the fused arm does not compile, or computes something
+else) is kept as a *failed* row with the error text; the unfused arm is then timed
+alone with its A/A control so the row still has the unfused time and the floor.
+
+Sizes: ``STANDARD_SIZES`` below keep the whole run (7 workloads x 2 thread counts x
+2 contracts) near ten minutes on a 2-core machine; ``--scale F`` multiplies the
+principal size of every workload (``SCALED_PARAM``); ``--set W:KEY=VALUE`` sets one
+parameter; ``--quick`` uses each workload's ``small`` sizes and two blocks (a smoke
+run: its times mean nothing). The sizes used are written into every output.
+
+    python benchmarks/fusion.py --quick
+    python benchmarks/fusion.py                      # standard sizes, ~10 min
+    python benchmarks/fusion.py --write-doc          # also refresh benchmarks/FUSION.md
+    python benchmarks/fusion.py --workloads softmax --threads 1 --contracts inference
+
+Outputs (``--out-dir``, default ``benchmarks/results/fusion-<UTC stamp>[-quick]``):
+one ``<workload>-<contract>-t<threads>.json`` per comparison (and a
+``...-unfused-only.json`` where the fused arm failed), ``summary.json`` (the rows,
+sizes, settings, provenance) and ``summary.md`` (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+SLOW_BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+"""Inference arms may serve GEMM members by SciPy's OpenBLAS, which these slow down."""
+
+STANDARD_SIZES: dict[str, dict[str, object]] = {
+    # one step is roughly 5-300 ms at one thread on the project's 2-core machine
+    "attention": {"batch": 1, "heads": 2, "tokens": 1024, "head_dim": 64},
+    "layernorm": {"rows": 4096, "dim": 1024},
+    "softmax": {"rows": 4096, "cols": 1024},
+    "adam": {"params": 4_000_000, "tensors": 4, "step": 10},
+    "cross-entropy": {"tokens": 512, "vocab": 32000, "hidden": 1024, "projection": False},
+    "vit-block": {"batch": 1, "tokens_side": 24, "dim": 256, "heads": 4, "window": 8, "mlp_dim": 1024},
+    "qwen-decode-step": {"layers": 2, "cache_len": 512},
+}
+"""The documented standard size set (parameters not named keep the workload's defaults)."""
+
+SCALED_PARAM: dict[str, tuple[str, str | int]] = {
+    # workload -> (parameter --scale multiplies, the multiple it is rounded to: a number or a parameter name)
+    "attention": ("tokens", 16),
+    "layernorm": ("rows", 16),
+    "softmax": ("rows", 16),
+    "adam": ("params", 1024),
+    "cross-entropy": ("tokens", 16),
+    "vit-block": ("tokens_side", "window"),
+    "qwen-decode-step": ("cache_len", 16),
+}
+
+FUSED, UNFUSED = "greedy", "unfused"
+CONTRACTS = ("inference", "strict")
+
+
+def reexec_without_slow_blas_env() -> None:
+    """Run again without the OpenBLAS overrides (same as benchmarks/backend.py)."""
+    if any(name in os.environ for name in SLOW_BLAS_ENV):
+        env = {k: v for k, v in os.environ.items() if k not in SLOW_BLAS_ENV}
+        env["WEFT_FUSION_BENCH_UNSET"] = ",".join(n for n in SLOW_BLAS_ENV if n in os.environ)
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
+def parse_sets(items: list[str]) -> dict[str, dict[str, str]]:
+    """``["attention:tokens=2048"]`` -> {"attention": {"tokens": "2048"}} (the workload parses values)."""
+    sets: dict[str, dict[str, str]] = {}
+    for item in items:
+        workload, colon, pair = item.partition(":")
+        key, equals, value = pair.partition("=")
+        if not colon or not equals or not key.strip():
+            raise SystemExit(f"--set {item!r}: write WORKLOAD:KEY=VALUE, e.g. --set attention:tokens=2048")
+        sets.setdefault(workload.strip(), {})[key.strip()] = value.strip()
+    return sets
+
+
+def sizes_for(workload, quick: bool, scale: float, overrides: dict[str, str]) -> dict[str, object]:
+    """The resolved parameters of one workload: standard (or small), scaled, then overridden."""
+    params = dict(workload.small if quick else STANDARD_SIZES.get(workload.name, {}))
+    if scale != 1.0 and workload.name in SCALED_PARAM:
+        key, multiple = SCALED_PARAM[workload.name]
+        base = int(workload.resolve(**params)[key])
+        step = int(workload.resolve(**params)[multiple]) if isinstance(multiple, str) else multiple
+        step = max(1, min(step, base))
+        params[key] = max(step, round(base * scale / step) * step)
+    params.update(overrides)
+    return workload.resolve(**params)
+
+
+def fusion_explanation(plan, contract: str) -> dict:
+    """What the greedy engine fuses in this plan (region count and the engine's text)."""
+    try:
+        from weft.compose.explain import explain_plan
+
+        explanation = explain_plan(plan, FUSED, contract)
+        regions = explanation.partition.regions
+        return {"members": len(plan.kernels), "regions": len(regions),
+                "fused_regions": sum(1 for region in regions if region.is_fused),
+                "fused_members": sum(len(region.members) for region in regions if region.is_fused),
+                "text": explanation.text()}
+    except Exception as error:  # noqa: BLE001 - an explanation failure is recorded, not fatal
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def arm_label(name: str, contract: str, threads: int) -> str:
+    return f"{name}+{contract}@{threads}"
+
+
+def stats_json(stats: dict) -> dict:
+    return {"min_s": stats["minimum"], "median_s": stats["median"], "max_s": stats["maximum"]}
+
+
+def outcome(row: dict) -> str:
+    """One honest word or phrase for the table: who won, by the rule."""
+    if row["status"] != "ok":
+        return "FAILED"
+    if row["speedup_of"] == row["fused_label"]:
+        return f"fused faster {row['speedup_factor']:.2f}x"
+    if row["speedup_of"] == row["unfused_label"]:
+        return f"fused SLOWER {row['speedup_factor']:.2f}x"
+    if row["verdict"] == "fail":
+        return "fused slower (regression)"
+    if row["verdict"] == "inconclusive":
+        return "inconclusive (noisy)"
+    return "no clear difference"
+
+
+def run_one(workload_name: str, params: dict, contract: str, threads: int, settings: dict, profile,
+            out_dir: Path) -> dict:
+    """One comparison, unfused vs greedy (+ A/A control): a summary row; failures are rows too."""
+    from weft.bench.result import save_result
+    from weft.bench.run import BenchOptions, run_bench
+    from weft.workloads import get_workload
+
+    unfused, fused = arm_label(UNFUSED, contract, threads), arm_label(FUSED, contract, threads)
+    row = {"workload": workload_name, "threads": threads, "contract": contract, "params": params,
+           "unfused_label": unfused, "fused_label": fused, "status": "ok", "error": None,
+           "verdict": None, "speedup_of": None, "speedup_factor": 0.0, "result_file": None}
+    row["fusion"] = fusion_explanation(get_workload(workload_name).plan(**params), contract)
+
+    def options(arms: str):
+        return BenchOptions(arms=arms, params=params, threads=threads, blocks=settings["blocks"],
+                            warmup=settings["warmup"], target_round_s=settings["round_s"], seed=settings["seed"])
+
+    stem = f"{workload_name}-{contract}-t{threads}"
+    start = time.perf_counter()
+    try:
+        result = run_bench(workload_name, options(f"{unfused},{fused}"), profile)
+    except Exception as error:  # noqa: BLE001 - every failure is recorded with its text, never dropped
+        row.update(status="failed", error=f"{type(error).__name__}: {error}",
+                   traceback=traceback.format_exc(limit=6))
+        row.update(unfused_only(workload_name, unfused, options(unfused), profile, out_dir / f"{stem}-unfused-only.json"))
+    else:
+        path = save_result(result, out_dir / f"{stem}.json")
+        row.update(summarise_section(result["in_process"], unfused, fused), result_file=str(path))
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def summarise_section(section: dict, unfused: str, fused: str) -> dict:
+    """The fields of a row from one ``in_process`` section of a weft-bench/1 result."""
+    control, verdict = section["verdicts"][0], section["verdicts"][1]
+    assert verdict["candidate"] == fused and verdict["baseline"] == unfused, (verdict["candidate"], fused)
+    return {
+        "unfused": stats_json(verdict["baseline_stats"]), "fused": stats_json(verdict["candidate_stats"]),
+        "paired_ratio": verdict["paired_median_ratio"], "verdict": verdict["status"], "spread": verdict["spread"],
+        "allowed_regression": verdict["allowed_regression"], "speedup_of": verdict["speedup_of"],
+        "speedup_factor": verdict["speedup_factor"], "aa_floor": verdict["floor"],
+        "aa_verdict": control["status"], "aa_ratio": control["paired_median_ratio"],
+        "parity": section["parity"], "inner_calls_per_round": section["inner_calls_per_round"],
+        "memory_bytes": {arm["label"]: arm["memory_bytes"] for arm in section["arms"]},
+    }
+
+
+def unfused_only(workload_name: str, unfused: str, options, profile, path: Path) -> dict:
+    """After a failed comparison: the unfused arm and its A/A control alone (times, floor)."""
+    from weft.bench.result import save_result
+    from weft.bench.run import run_bench
+
+    try:
+        result = run_bench(workload_name, options, profile)
+    except Exception as error:  # noqa: BLE001
+        return {"unfused_error": f"{type(error).__name__}: {error}"}
+    save_result(result, path)
+    control = result["in_process"]["verdicts"][0]
+    return {"unfused": stats_json(control["baseline_stats"]), "aa_floor": control["floor"],
+            "aa_verdict": control["status"], "aa_ratio": control["paired_median_ratio"],
+            "unfused_only_file": str(path)}
+
+
+def format_median(stats: dict | None) -> str:
+    from weft.bench.report import format_seconds
+
+    return "-" if not stats else format_seconds(stats["median_s"])
+
+
+def format_params(params: dict) -> str:
+    return ", ".join(f"{key}={value}" for key, value in params.items())
+
+
+def summary_markdown(summary: dict) -> str:
+    """The table (and the sizes and failures) as markdown."""
+    settings = summary["settings"]
+    lines = [
+        f"Run {summary['recorded_at']} at Weft commit `{summary['provenance'].get('commit', '?')[:12]}`"
+        f"{' (tree had local changes under weft/)' if summary['provenance'].get('dirty') else ''},"
+        f" {summary['provenance'].get('cpu_model', '?')}, {settings['blocks']} timed palindrome blocks"
+        f" (+{settings['warmup']} warm-up) of ~{settings['round_s'] * 1e3:g} ms rounds"
+        f"{'; QUICK smoke run: tiny sizes, the times mean nothing' if settings['quick'] else ''}."
+        f" Command: `{summary['command']}`.",
+        "",
+        "Times are medians per step; ratio = median over blocks of fused/unfused (below 1: fused faster);"
+        " verdict is the non-regression rule of BENCHMARKING.md (pass = fused not slower beyond"
+        " max(2%, 2 x spread); fail = fused regressed); a speed-up is claimed only when every round of one arm"
+        " beats every round of the other by more than the A/A floor. Fused = greedy regions (fused/members).",
+        "",
+        "| workload | threads | contract | fused regions | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["rows"]:
+        fusion = row.get("fusion", {})
+        regions = (f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
+                   if "fused_regions" in fusion else "?")
+        ratio = f"{row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else "-"
+        floor = f"{row['aa_floor']:.1%}" if row.get("aa_floor") is not None else "-"
+        lines.append(f"| {row['workload']} | {row['threads']} | {row['contract']} | {regions} | {format_median(row.get('unfused'))}"
+                     f" | {format_median(row.get('fused'))} | {ratio} | {row.get('verdict') or 'failed'} | {outcome(row)}"
+                     f" | {floor} | {row.get('aa_verdict') or '-'} |")
+    lines += ["", "Sizes used:", ""]
+    lines += [f"- {name}: {format_params(params)}" for name, params in summary["sizes"].items()]
+    failed = [row for row in summary["rows"] if row["status"] != "ok"]
+    if failed:
+        lines += ["", "Failed comparisons (recorded, not dropped):", ""]
+        for row in failed:
+            error = row["error"].replace("\n", " / ")
+            lines.append(f"- {row['workload']} {row['contract']} @{row['threads']}: {error}")
+            if row.get("unfused_error"):
+                lines.append(f"  - the unfused arm alone also failed: {row['unfused_error']}")
+    lines += ["", "Raw results (re-judge with `weft bench --recompute FILE`): "
+              + f"`{summary['out_dir']}/`", ""]
+    return "\n".join(lines)
+
+
+DOC_BEGIN, DOC_END = "<!-- fusion-results:begin -->", "<!-- fusion-results:end -->"
+
+
+def write_doc(markdown: str, path: Path) -> None:
+    """Replace the text between the result markers of ``path`` with ``markdown``."""
+    text = path.read_text()
+    if DOC_BEGIN not in text or DOC_END not in text:
+        raise SystemExit(f"{path} has no {DOC_BEGIN} ... {DOC_END} markers to write the results between")
+    head, _, rest = text.partition(DOC_BEGIN)
+    _, _, tail = rest.partition(DOC_END)
+    path.write_text(f"{head}{DOC_BEGIN}\n{markdown}\n{DOC_END}{tail}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="See the module docstring and benchmarks/FUSION.md.")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 2 blocks, short rounds (a smoke run)")
+    parser.add_argument("--workloads", default="", help="comma-separated workloads (default: all)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--contracts", default=",".join(CONTRACTS), help="inference,strict (default both)")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply each workload's principal size")
+    parser.add_argument("--set", action="append", default=[], metavar="WORKLOAD:KEY=VALUE",
+                        help="set one workload parameter (repeatable)")
+    parser.add_argument("--rounds", type=int, help="timed palindrome blocks (default 6; 2 with --quick)")
+    parser.add_argument("--warmup", type=int, default=1, help="discarded warm-up blocks (default 1)")
+    parser.add_argument("--round-ms", type=float, help="target round length in ms (default 50; 5 with --quick)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out-dir", type=Path, help="where results go (default benchmarks/results/fusion-STAMP)")
+    parser.add_argument("--write-doc", nargs="?", const=Path("benchmarks/FUSION.md"), type=Path, metavar="FILE.md",
+                        help="also write the summary between the result markers of FILE.md (default benchmarks/FUSION.md)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    reexec_without_slow_blas_env()
+    args = parse_args(argv)
+    from weft.bench.result import provenance, save_result
+    from weft.cost.machine import machine_profile
+    from weft.workloads import WORKLOADS, get_workload
+
+    names = [get_workload(n).name for n in args.workloads.split(",") if n.strip()] or list(WORKLOADS)
+    threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    contracts = [c.strip() for c in args.contracts.split(",") if c.strip()]
+    unknown = [c for c in contracts if c not in CONTRACTS]
+    if unknown:
+        raise SystemExit(f"--contracts: unknown {unknown}; valid: {', '.join(CONTRACTS)}")
+    sets = parse_sets(args.set)
+    settings = {"quick": args.quick, "blocks": args.rounds or (2 if args.quick else 6), "warmup": args.warmup,
+                "round_s": (args.round_ms or (5.0 if args.quick else 50.0)) / 1e3, "seed": args.seed,
+                "scale": args.scale, "threads": threads, "contracts": contracts}
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out_dir = args.out_dir or Path("benchmarks") / "results" / f"fusion-{stamp}{'-quick' if args.quick else ''}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sizes = {name: sizes_for(get_workload(name), args.quick, args.scale, sets.get(name, {})) for name in names}
+    profile = machine_profile()
+    command = " ".join(["python", "benchmarks/fusion.py", *sys.argv[1:]])
+    print(f"fusion benchmark -> {out_dir}", flush=True)
+    for name, params in sizes.items():
+        print(f"  {name}: {format_params(params)}", flush=True)
+    rows = []
+    for name in names:
+        for count in threads:
+            for contract in contracts:
+                row = run_one(name, sizes[name], contract, count, settings, profile, out_dir)
+                rows.append(row)
+                ratio = f"ratio {row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else ""
+                print(f"{name:17} @{count} {contract:9} unfused {format_median(row.get('unfused'))} ms"
+                      f"  fused {format_median(row.get('fused'))}  {ratio}  {row.get('verdict') or 'failed'}:"
+                      f" {outcome(row)}  ({row['seconds']:.0f} s)"
+                      + (f"\n    error: {row['error'].splitlines()[0]}" if row["error"] else ""), flush=True)
+    summary = {"schema": "weft-bench-fusion/1", "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "command": command, "settings": settings, "sizes": sizes, "out_dir": str(out_dir),
+               "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
+               "provenance": provenance(profile, []), "rows": rows}
+    save_result(summary, out_dir / "summary.json")  # atomic, NaN-free JSON
+    markdown = summary_markdown(summary)
+    (out_dir / "summary.md").write_text(markdown)
+    print("\n" + markdown)
+    if args.write_doc:
+        write_doc(markdown, args.write_doc)
+        print(f"summary written into {args.write_doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
