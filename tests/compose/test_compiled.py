@@ -17,6 +17,10 @@ from weft.oracle.interpreter import run_all
 NAMED = {
     "attention": lambda: nn.trace(lambda q, k, v: nn.attention(q, k, v, causal=True), *[nn.spec((2, 37, 16))] * 3),
     "attention_handbuilt": lambda: plans.attention(t=40, d=8, e=8),
+    # several blocks of the pass axis (64 per block), grouped-query heads, causal mask
+    "attention_long": lambda: nn.trace(
+        lambda q, k, v: nn.attention(q, k, v, causal=True), nn.spec((4, 150, 16)), nn.spec((2, 150, 16)), nn.spec((2, 150, 16))
+    ),
     "softmax": lambda: nn.trace(lambda x: nn.softmax(x), nn.spec((9, 70))),
     "cross_entropy": lambda: nn.trace(lambda x, t: nn.cross_entropy(x, t), nn.spec((6, 1000)), nn.spec((6,), "int64")),
     "layer_norm": lambda: nn.trace(lambda x, w, b: nn.layer_norm(x, 48, w, b), nn.spec((2, 19, 48)), nn.spec((48,)), nn.spec((48,))),
@@ -67,7 +71,7 @@ def test_inference_fused_compile_is_close_to_float64(named, fused_config):
     plan, arrays = named
     compiled = weft.compile(plan, config=fused_config("inference"))
     one_pass = [f for f in compiled.lowered.functions if any(type(n).__name__ == "OnlinePass" for n in f.nests)]
-    assert len(one_pass) >= 5  # both attentions, softmax, cross-entropy, norm+linear, decode step
+    assert len(one_pass) >= 6  # the attentions, softmax, cross-entropy, norm+linear, decode step
     reference = evaluate64(plan, *arrays)
     for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=False):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))

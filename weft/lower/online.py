@@ -23,14 +23,20 @@ the pass does not follow), the region falls back to the plain fused lowering.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
-from weft.codegen.render import combine, fold_identity
+from weft.codegen.render import (  # the member-nest writer, reused for streamed blocks
+    _NestWriter,
+    combine,
+    fold_identity,
+)
 from weft.compose.regions import Region
 from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, streamed_members
 from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_loads
+from weft.lower.access import row_major_strides
 from weft.lower.fused import (
     SCRATCH_BUDGET,
     TILE_VARIABLE,
@@ -41,8 +47,11 @@ from weft.lower.fused import (
     scratch_views,
     tiled_nest,
 )
-from weft.lower.nest import BufferView, LoweredFunction, TileLoop
-from weft.lower.schedule import PARALLEL_MIN_WORK, Target
+from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch, TileLoop
+from weft.lower.schedule import PARALLEL_MIN_WORK, Target, c_identifier
+
+PASS_BLOCK = 64
+"""Points of the pass axis per block: streamed members are computed a block at a time."""
 
 MAX_ACCUMULATORS = 16384
 """Accumulators per dependent fold per row (a stack array in the pass)."""
@@ -79,11 +88,14 @@ class OnlinePass:
     reference: Kernel
     rows: tuple[tuple[str, str, str, str], ...]  # (axis, C variable, start, stop)
     step: str
-    streamed: tuple[tuple[Kernel, tuple[tuple[str, str], ...], str], ...]
+    streamed_nests: tuple[MemberNest, ...]
     dependents: tuple[PassDependent, ...]
     local_views: dict[str, BufferView] = field(repr=False)
     views: tuple[BufferView, ...] = ()
     lanes: int = 1
+    block: int = 1
+    row_count: int = 1
+    row_flat: str = "0"
 
     @property
     def name(self) -> str:
@@ -103,103 +115,124 @@ class OnlinePass:
         extents = {axis.name: axis.extent for axis in owner.all_axes}
         return BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
 
+    def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
+        """The accumulator of ``dependent`` at the current row (and extra point ``flat``)."""
+        return f"{dependent.accumulator}[({self.row_flat}) * {dependent.count} + {flat or dependent.flat()}]"
+
+    def _row_loops(self, lines, depth: int) -> int:
+        for _, var, start, stop in self.rows:
+            lines.append("    " * depth + f"for (long {var} = {start}; {var} < {stop}; {var}++) {{")
+            depth += 1
+        return depth
+
     def render(self, lines: list[str], indent: int, counter: Counter) -> None:
         online, reference = self.online, self.reference
         dtype = self.local_views[reference.output].dtype
         ctype = SCALAR_TYPE[dtype]
         emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
-        emit(indent, f"{{ /* {self.name}: {', '.join(online.members)} in one pass */")
+        emit(indent, f"{{ /* {self.name}: {', '.join(online.members)} in one pass, blocks of {self.block} */")
         depth = indent + 1
-        for _, var, start, stop in self.rows:
-            emit(depth, f"for (long {var} = {start}; {var} < {stop}; {var}++) {{")
-            depth += 1
-        env_ref = dict((axis.name, var) for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=False))
-        env_ref[online.reference_axis] = self.step
         identity = fold_identity(online.reference_combiner, dtype)
-        emit(depth, f"{ctype} wo_ref_old[1] = {{{identity}}}; {ctype} wo_ref_new[1];")
-        streamed_pointers = {kernel.output: pointer for kernel, _, pointer in self.streamed}
-        for kernel, _, pointer in self.streamed:
-            emit(depth, f"{SCALAR_TYPE[self.local_views[kernel.output].dtype]} {pointer}[1];")
+        emit(depth, f"{ctype} wo_ref[{self.row_count}];")
+        emit(depth, f"for (long wo_n = 0; wo_n < {self.row_count}; wo_n++) wo_ref[wo_n] = {identity};")
         for dependent in self.dependents:
+            size = self.row_count * dependent.count
+            emit(depth, f"{ctype} {dependent.accumulator}[{size}];")
             init = fold_identity(dependent.fold.combiner, dtype)
-            emit(depth, f"{ctype} {dependent.accumulator}[{dependent.count}];")
-            emit(depth, f"for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {dependent.accumulator}[wo_n] = {init};")
+            emit(depth, f"for (long wo_n = 0; wo_n < {size}; wo_n++) {dependent.accumulator}[wo_n] = {init};")
         extent = online.extent
-        emit(depth, f"for (long {self.step} = 0; {self.step} < {extent}; {self.step}++) {{")
-        inner = depth + 1
-        for kernel, env, pointer in self.streamed:
-            self._render_streamed(lines, inner, counter, kernel, dict(env), pointer)
-        running = dict(streamed_pointers)
-        running[reference.output] = "wo_ref_new"
-        renderer = self._renderer(lines, inner, counter, env_ref, streamed_pointers)
-        term = renderer.render(online.reference_term)
-        emit(inner, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term.code) + ";")
+        emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
+        for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
+            _NestWriter(nest, lines, counter).write(depth + 1)
+        inner = self._row_loops(lines, depth + 1)
+        emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{self.row_flat}]}}; {ctype} wo_ref_new[1];")
+        emit(inner, f"for (long {self.step} = wo_jb; {self.step} < wfc_minl(wo_jb + {self.block}, {extent}); {self.step}++) {{")
+        step = inner + 1
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
+        env_ref[online.reference_axis] = self.step
+        running = {reference.output: "wo_ref_new"}
+        term = self._renderer(lines, step, counter, env_ref, {}).render(online.reference_term)
+        emit(step, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term.code) + ";")
         rescaled = [d for d in self.dependents if d.fold.exponent is not None]
         if rescaled:
-            emit(inner, "if (wo_ref_new[0] != wo_ref_old[0]) {")
+            emit(step, "if (wo_ref_new[0] != wo_ref_old[0]) {")
             for dependent in rescaled:
                 env = dict(dependent.env)
-                new = self._renderer(lines, inner + 1, counter, env, {reference.output: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
-                old = self._renderer(lines, inner + 1, counter, env, {reference.output: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
+                new = self._renderer(lines, step + 1, counter, env, {reference.output: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
+                old = self._renderer(lines, step + 1, counter, env, {reference.output: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
                 factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
-                emit(inner + 1, f"{{ const {ctype} wo_c = {factor};")
-                emit(inner + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {dependent.accumulator}[wo_n] *= wo_c; }}")
-            emit(inner, "}")
+                emit(step + 1, f"{{ const {ctype} wo_c = {factor};")
+                emit(step + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c; }}")
+            emit(step, "}")
         for dependent in self.dependents:
-            self._render_update(lines, inner, counter, dependent, running, dtype)
-        emit(inner, "wo_ref_old[0] = wo_ref_new[0];")
-        emit(depth, "}")
-        self._store(lines, depth, counter, reference, env_ref, "wo_ref_old[0]")
-        for dependent in self.dependents:
-            self._render_final(lines, depth, counter, dependent, dtype)
+            self._render_update(lines, step, counter, dependent, running, dtype)
+        emit(step, "wo_ref_old[0] = wo_ref_new[0];")
+        emit(inner, "}")
+        emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_old[0];")
         for _ in self.rows:
-            depth -= 1
-            emit(depth, "}")
+            inner -= 1
+            emit(inner, "}")
+        emit(depth, "}")
+        inner = self._row_loops(lines, depth)
+        self._store(lines, inner, counter, reference, env_ref, f"wo_ref[{self.row_flat}]")
+        for dependent in self.dependents:
+            self._render_final(lines, inner, counter, dependent, dtype)
+        for _ in self.rows:
+            inner -= 1
+            emit(inner, "}")
         emit(indent, "}")
 
-    def _render_streamed(self, lines, indent, counter, kernel: Kernel, env: dict[str, str], pointer: str) -> None:
-        dtype = self.local_views[kernel.output].dtype
-        lines.append("    " * indent + "{")
-        depth = indent + 1
-        if kernel.fold is None:
-            value = self._renderer(lines, depth, counter, env, {}, kernel).render(kernel.body)
-            lines.append("    " * depth + f"{pointer}[0] = {value.code};")
-        else:
-            acc = counter.fresh("wo_acc")
-            lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {acc} = {fold_identity(kernel.fold.combiner, dtype)};")
-            for axis in kernel.fold.axes:
-                env[axis.name] = counter.fresh("wo_f")
-                lines.append("    " * depth + f"for (long {env[axis.name]} = 0; {env[axis.name]} < {axis.extent}; {env[axis.name]}++) {{")
-                depth += 1
-            value = self._renderer(lines, depth, counter, env, {}, kernel).render(kernel.body)
-            lines.append("    " * depth + f"{acc} = {combine(kernel.fold.combiner, dtype, False, acc, value.code)};")
-            for _ in kernel.fold.axes:
-                depth -= 1
-                lines.append("    " * depth + "}")
-            lines.append("    " * depth + f"{pointer}[0] = {acc};")
-        lines.append("    " * indent + "}")
-
     def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype) -> None:
+        """``acc = combine(acc, term)`` at every extra point; the innermost extra axis runs in
+        vectors of ``lanes`` (then a scalar tail); parts of the term that do not vary along
+        the extra axes are computed once per step, before those loops."""
         lines.append("    " * indent + "{")
         depth = indent + 1
-        env = dict(dependent.env)
-        renderer = self._renderer(lines, depth, counter, env, running, dependent.kernel)
-        extra_vars = {var for _, var in dependent.extras}
+        outer = self._renderer(lines, depth, counter, dict(dependent.env), running, dependent.kernel)
         names = {axis.name for axis, _ in dependent.extras}
-        for node in _hoistable(dependent.fold.term, names):  # computed once per step, not per extra point
-            renderer.render(node)
-        for axis, var in dependent.extras:
+        for node in _hoistable(dependent.fold.term, names):
+            outer.render(node)
+        *outer_extras, last = dependent.extras or ((None, None),)
+        for axis, var in outer_extras:
             lines.append("    " * depth + f"for (long {var} = 0; {var} < {axis.extent}; {var}++) {{")
             depth += 1
-            renderer.env[axis.name] = var
-        renderer.indent = "    " * depth
-        term = renderer.render(dependent.fold.term)
-        slot = f"{dependent.accumulator}[{dependent.flat()}]"
-        lines.append("    " * depth + f"{slot} = {combine(dependent.fold.combiner, dtype, False, slot, term.code)};")
-        for _ in extra_vars:
+            outer.env[axis.name] = var
+        combiner, fold = dependent.fold.combiner, dependent.fold
+        if last[0] is None:  # no extra axis: one accumulator
+            outer.indent = "    " * depth
+            term = outer.render(fold.term)
+            slot = self._slot(dependent)
+            lines.append("    " * depth + f"{slot} = {combine(combiner, dtype, False, slot, term.code)};")
+        else:
+            axis, var = last
+            lines.append("    " * depth + f"long {var} = 0;")
+            if axis.extent >= self.lanes and dtype.is_float:
+                lines.append("    " * depth + f"for (; {var} + {self.lanes} <= {axis.extent}; {var} += {self.lanes}) {{")
+                vector = self._inner(outer, lines, depth + 1, axis.name, var, vector=True)
+                term = vector.render(fold.term)
+                slot = "&" + self._slot(dependent)
+                value = vector.splat(term)
+                lines.append("    " * (depth + 1) + f"wfc_store_f({slot}, {combine(combiner, dtype, True, f'wfc_load_f({slot})', value)});")
+                lines.append("    " * depth + "}")
+            lines.append("    " * depth + f"for (; {var} < {axis.extent}; {var}++) {{")
+            scalar = self._inner(outer, lines, depth + 1, axis.name, var, vector=False)
+            term = scalar.render(fold.term)
+            slot = self._slot(dependent)
+            lines.append("    " * (depth + 1) + f"{slot} = {combine(combiner, dtype, False, slot, term.code)};")
+            lines.append("    " * depth + "}")
+        for _ in outer_extras:
             depth -= 1
             lines.append("    " * depth + "}")
         lines.append("    " * indent + "}")
+
+    @staticmethod
+    def _inner(outer: BodyRenderer, lines, depth: int, axis: str, var: str, vector: bool) -> BodyRenderer:
+        """A renderer for one loop over ``axis`` that reuses what ``outer`` already computed."""
+        env = dict(outer.env)
+        env[axis] = var
+        inner = outer.sub_renderer(lines, "    " * depth, env, axis if vector else None)
+        inner.memo = dict(outer.memo)
+        return inner
 
     def _render_final(self, lines, indent, counter, dependent: PassDependent, dtype) -> None:
         lines.append("    " * indent + "{")
@@ -211,7 +244,7 @@ class OnlinePass:
             env[axis.name] = var
         renderer = self._renderer(lines, depth, counter, env, {}, dependent.kernel)
         value = counter.fresh("wo_v")
-        lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {value} = {dependent.accumulator}[{dependent.flat()}];")
+        lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {value} = {self._slot(dependent)};")
         for expr in dependent.fold.scale_by:
             lines.append("    " * depth + f"{value} = {value} * {renderer.render(expr).code};")
         for expr in dependent.fold.divide_by:
@@ -272,7 +305,9 @@ def _dependent_exprs(dependent: OnlineDependent) -> list[Expr]:
 
 
 def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[str, int],
-               local_views: dict[str, BufferView], size: int, lanes: int) -> OnlinePass:
+               local_views: dict[str, BufferView], size: int, block: int, target: Target) -> OnlinePass:
+    """The pass for the rows of one tile; ``local_views`` already maps streamed members to
+    their block scratch (``block_views``)."""
     tile_of = dict(region.tile_axes)
     reference = plan.kernel(online.reference)
     tile_axis = tile_of[reference.output]
@@ -334,16 +369,62 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         if item.count > MAX_ACCUMULATORS:
             raise _Unmappable(f"{dependent.member} needs {item.count} accumulators per row")
         dependents.append(item)
-    streamed_items = tuple(
-        (plan.kernel(name), tuple(envs[name].items()), f"wo_s{n}") for n, name in enumerate(streamed)
-    )
+    streamed_nests = []
+    for name, position in streamed.items():  # region order: producers first
+        kernel = plan.kernel(name)
+        if kernel.axes[position].extent != online.extent:
+            raise _Unmappable(f"{name} is walked over a different extent than the pass")
+        nest = tiled_nest(plan, region, name, local_views, target, size)
+        step_axis = kernel.axes[position].name
+        stop = f"wfc_minl(wo_jb + {block}, {online.extent})"
+        ranges = tuple(AxisRange(r.axis, "wo_jb", stop) if r.axis == step_axis else r for r in nest.ranges)
+        streamed_nests.append(dataclasses.replace(nest, ranges=ranges))
     touched = {load.buffer for expr in [online.reference_term] + [e for d in online.dependents for e in _dependent_exprs(d)]
                for load in expr_loads(expr)}
     touched |= {load.buffer for name in streamed for load in expr_loads(plan.kernel(name).body)}
     touched |= set(online.members)
     touched -= set(streamed)
     views = tuple(local_views[name] for name in sorted(touched))
-    return OnlinePass(online, reference, tuple(rows), "wo_j", streamed_items, tuple(dependents), local_views, views, lanes)
+    row_count, row_flat = 1, "0"
+    for axis, var, start, _ in rows:
+        count = size if start == TILE_VARIABLE else next(a.extent for a in reference.axes if a.name == axis)
+        row_flat = f"({row_flat}) * {count} + ({var} - {start})" if row_flat != "0" else f"({var} - {start})"
+        row_count *= count
+    return OnlinePass(
+        online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
+        target.lanes, block, row_count, row_flat,
+    )
+
+
+def block_views(
+    plan: Plan, region: Region, streamed: dict[str, int], size: int, block: int, taken: set[str]
+) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
+    """Each streamed member in scratch holding one tile of rows by one block of the pass axis."""
+    tile_of = dict(region.tile_axes)
+    views, scratch = {}, []
+    for name, position in streamed.items():
+        buffer = plan.buffer(name)
+        tile_position = [axis.name for axis in plan.kernel(name).axes].index(tile_of[name])
+        shape = tuple(
+            size if n == tile_position else block if n == position else extent for n, extent in enumerate(buffer.shape)
+        )
+        pointer = c_identifier(f"block_{name}", taken)
+        offsets = tuple(
+            TILE_VARIABLE if n == tile_position else "wo_jb" if n == position else "0" for n in range(len(shape))
+        )
+        views[name] = BufferView(name, pointer, buffer.dtype, buffer.shape, row_major_strides(shape), offsets)
+        scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
+    return views, tuple(scratch)
+
+
+def _state_bytes(plan: Plan, region: Region, online: OnlineFold, size: int) -> int:
+    """Running reference and accumulators of one tile's rows (stack arrays in the pass)."""
+    reference = plan.kernel(online.reference)
+    points = math.prod(axis.extent for axis in reference.axes)
+    tile_extent = next(a.extent for a in reference.axes if a.name == dict(region.tile_axes)[reference.output])
+    row_count = points // tile_extent * size
+    per_row = 1 + sum(max(1, plan.buffer(d.member).size // points) for d in online.dependents)
+    return 4 * row_count * per_row
 
 
 def lower_online_region(
@@ -359,17 +440,25 @@ def lower_online_region(
     skipped = set(online.dissolved) | set(streamed)
     kept_private = tuple(name for name in region.private if name not in skipped)
     extent = region_extent(plan, region)
-    size = next(
-        (min(s, extent) for s in (64, 32, 16, 8, 4, 2, 1)
-         if region_scratch_bytes(plan, region, min(s, extent), kept_private) <= SCRATCH_BUDGET),
-        None,
-    )
+    block = min(online.extent, PASS_BLOCK)
+    probe = set(taken)
+
+    def tile_bytes(size: int) -> int:
+        blocks = sum(
+            plan.buffer(name).size // extent * size // plan.kernel(name).axes[position].extent * block
+            for name, position in streamed.items()
+        )
+        return region_scratch_bytes(plan, region, size, kept_private) + 4 * blocks + _state_bytes(plan, region, online, size)
+
+    size = next((min(s, extent) for s in (64, 32, 16, 8, 4, 2, 1) if tile_bytes(min(s, extent)) <= SCRATCH_BUDGET), None)
     if size is None:
         return None
-    probe = set(taken)
     local_views, scratch = scratch_views(plan, region, views, size, probe, kept_private)
+    streamed_views, streamed_scratch = block_views(plan, region, streamed, size, block, probe)
+    local_views.update(streamed_views)
+    scratch = scratch + streamed_scratch
     try:
-        online_pass = build_pass(plan, region, online, streamed, local_views, size, target.lanes)
+        online_pass = build_pass(plan, region, online, streamed, local_views, size, block, target)
     except _Unmappable:
         return None
     taken |= probe
