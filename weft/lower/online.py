@@ -2,19 +2,21 @@
 
 A region whose ``OnlineFold`` the rewrite admits becomes one tiled function in
 which the reference fold and every dependent fold share one pass over their
-axis. Streamed members (attention's scores) are computed per step of the pass as
-a scalar, dissolved members (exp, probabilities) are inlined into the terms, so
-nothing of size rows × pass-extent exists. For each row of the tile::
+axis, in blocks. Streamed members (attention's scores) are computed one tile of
+rows by one block of the pass axis at a time, by their own (vectorised) member
+nests into block scratch; dissolved members (exp, probabilities) are inlined
+into the terms; so nothing of size rows × pass-extent exists. Per tile::
 
-    ref_old = -inf; acc_l = 0; acc_o[e] = 0
-    for j in 0..T:
-        s = sum_d q[i,d] * k[j,d] * scale                 /* streamed member */
-        ref_new = max(ref_old, s)
-        if ref_new != ref_old:                            /* rescale what was folded */
-            c = exp(b(ref_new) - b(ref_old)); acc_l *= c; acc_o[:] *= c
-        acc_l += exp(s - ref_new); acc_o[e] += exp(s - ref_new) * v[j,e]
-        ref_old = ref_new
-    m[i] = ref_old; l[i] = acc_l; o[i,e] = acc_o[e] / l[i]
+    ref[r] = -inf; acc_l[r] = 0; acc_o[r][e] = 0            /* per row of the tile */
+    for jb in blocks of 64:
+        s_block[r][j] = sum_d q[r,d] * k[j,d] * scale      /* streamed member, its own nest */
+        for each row r: for j in the block:
+            new = max(ref[r], s)
+            if new != ref[r]:                              /* rescale what was folded */
+                c = exp(b(new) - b(ref[r])); acc_l[r] *= c; acc_o[r][:] *= c
+            acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]   /* e in vectors */
+            ref[r] = new
+    m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
 
 Members of the region outside the pass run as ordinary tile-restricted nests
 before or after it. When an axis of the pass cannot be matched up (an index map
@@ -35,7 +37,7 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
 )
 from weft.compose.regions import Region
 from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, streamed_members
-from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_loads
+from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_children, expr_loads
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
     SCRATCH_BUDGET,
@@ -269,8 +271,6 @@ def _hoistable(expr: Expr, extras: set[str]):
     if not (expr_axes(expr) & extras):
         yield expr
         return
-    from weft.ir import expr_children
-
     for child in expr_children(expr):
         yield from _hoistable(child, extras)
 
