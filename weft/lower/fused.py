@@ -87,8 +87,12 @@ def scratch_views(
     return result, tuple(scratch)
 
 
-def tiled_nest(plan: Plan, region: Region, member: str, views: dict[str, BufferView], target: Target, size: int) -> MemberNest:
-    """``member``'s own nest, restricted to the rows of the current tile and run serially."""
+def tiled_nest(
+    plan: Plan, region: Region, member: str, views: dict[str, BufferView], target: Target, size: int,
+    parallel: bool = False,
+) -> MemberNest:
+    """``member``'s own nest, restricted to the rows of the current tile. It keeps its own
+    parallel loop only when asked (``parallel``: the tile loop has a single tile)."""
     kernel = plan.kernel(member)
     tile_axis = dict(region.tile_axes)[member]
     extent = next(axis.extent for axis in kernel.axes if axis.name == tile_axis)
@@ -97,7 +101,7 @@ def tiled_nest(plan: Plan, region: Region, member: str, views: dict[str, BufferV
     assert isinstance(nest, MemberNest)
     stop = f"wfc_minl({TILE_VARIABLE} + {size}, {extent})"
     ranges = tuple(AxisRange(r.axis, TILE_VARIABLE, stop) if r.axis == tile_axis else r for r in nest.ranges)
-    return dataclasses.replace(nest, ranges=ranges, parallel=False)
+    return dataclasses.replace(nest, ranges=ranges, parallel=parallel and nest.parallel)
 
 
 def region_extent(plan: Plan, region: Region) -> int:
@@ -124,9 +128,10 @@ def lower_region(
         return None
     size = min(size, extent)
     local_views, scratch = scratch_views(plan, region, views, size, taken, region.private)
-    nests = tuple(tiled_nest(plan, region, name, local_views, target, size) for name in region.members)
-    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
     tiles = -(-extent // size)
+    # one tile (a decode step's single row): parallelism comes from the members' own loops
+    nests = tuple(tiled_nest(plan, region, name, local_views, target, size, tiles == 1) for name in region.members)
+    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,

@@ -472,7 +472,7 @@ def lower_online_region(
                 nests.append(online_pass)
                 placed = True
             continue
-        nests.append(tiled_nest(plan, region, name, local_views, target, size))
+        nests.append(tiled_nest(plan, region, name, local_views, target, size, -(-extent // size) == 1))
     work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
     tiles = -(-extent // size)
     return LoweredFunction(
