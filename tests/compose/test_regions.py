@@ -185,3 +185,17 @@ def test_gather_index_does_not_carry_the_tile_axis():
 
 def test_plan_anchors_are_the_outputs():
     assert plan_anchors(plans.attention()) == ("o",)
+
+
+def test_qwen_decode_step_workload_per_layer_regions():
+    """The library's decode step (two layers, small sizes): a handful of regions per layer."""
+    from weft.workloads import get_workload
+
+    plan = get_workload("qwen-decode-step").plan(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=96, cache_len=40)
+    partition = choose_regions(plan, "greedy", "inference")
+    assert len(partition.regions) <= 10 * 2
+    assert len(partition.regions) < len(plan.kernels) / 3
+    for layer in ("l0", "l1"):
+        attention = partition.region_of(f"{layer}_attn_out")
+        assert {f"{layer}_attn_{m}" for m in ("scores", "max", "exp", "sum", "probs", "out")} <= set(attention.members)
+        assert partition.region_of(f"{layer}_mlp_linear_3").size >= 8  # o-proj, residual, norm, SwiGLU MLP
