@@ -113,9 +113,21 @@ def fusion_explanation(plan, contract: str) -> dict:
         return {"members": len(plan.kernels), "regions": len(regions),
                 "fused_regions": sum(1 for region in regions if region.is_fused),
                 "fused_members": sum(len(region.members) for region in regions if region.is_fused),
+                "fused": [list(region.members) for region in regions if region.is_fused],
                 "text": explanation.text()}
     except Exception as error:  # noqa: BLE001 - an explanation failure is recorded, not fatal
         return {"error": f"{type(error).__name__}: {error}"}
+
+
+def fused_loses(row: dict) -> bool:
+    return row["verdict"] == "fail" or row["speedup_of"] == row["unfused_label"]
+
+
+def fused_members_text(row: dict, limit: int = 3) -> str:
+    """The fused regions of a row's greedy plan, as member lists (the first ``limit``)."""
+    regions = row.get("fusion", {}).get("fused", [])
+    text = "; ".join("[" + " ".join(members) + "]" for members in regions[:limit])
+    return text + (f"; ... ({len(regions) - limit} more)" if len(regions) > limit else "") if regions else "?"
 
 
 def arm_label(name: str, contract: str, threads: int) -> str:
@@ -141,36 +153,74 @@ def outcome(row: dict) -> str:
     return "no clear difference"
 
 
+def bench(workload_name: str, options, profile, members: tuple[str, ...] | None = None) -> dict:
+    """One weft-bench/1 result: the whole plan (``run_bench``), or one region cut out as a
+    stage plan (``weft.bench.stage``, as ``weft bench --stage`` does, without re-timing the whole)."""
+    from weft.bench.result import SCHEMA, provenance
+    from weft.bench.run import build_context, measure, run_bench
+
+    if members is None:
+        return run_bench(workload_name, options, profile)
+    context = build_context(workload_name, options.params, options.seed, ",".join(members))
+    section, runners = measure(context, options, profile)
+    return {"schema": SCHEMA, "workload": context.workload.name, "params": context.params,
+            "stage": list(context.stage_members), "settings": {"blocks": options.blocks,
+            "warmup_blocks": options.warmup, "threads": options.threads, "target_round_s": options.target_round_s,
+            "processes": 0, "seed": options.seed}, "in_process": section, "provenance": provenance(profile, runners)}
+
+
 def run_one(workload_name: str, params: dict, contract: str, threads: int, settings: dict, profile,
-            out_dir: Path) -> dict:
-    """One comparison, unfused vs greedy (+ A/A control): a summary row; failures are rows too."""
+            out_dir: Path, region: dict | None = None) -> dict:
+    """One comparison, unfused vs greedy (+ A/A control) of the whole plan or of one region
+    (``region``: members, signature, occurrences): a summary row; failures are rows too."""
     from weft.bench.result import save_result
-    from weft.bench.run import BenchOptions, run_bench
+    from weft.bench.run import BenchOptions
     from weft.workloads import get_workload
 
     unfused, fused = arm_label(UNFUSED, contract, threads), arm_label(FUSED, contract, threads)
     row = {"workload": workload_name, "threads": threads, "contract": contract, "params": params,
-           "unfused_label": unfused, "fused_label": fused, "status": "ok", "error": None,
+           "region": region, "unfused_label": unfused, "fused_label": fused, "status": "ok", "error": None,
            "verdict": None, "speedup_of": None, "speedup_factor": 0.0, "result_file": None}
-    row["fusion"] = fusion_explanation(get_workload(workload_name).plan(**params), contract)
+    members = tuple(region["members"]) if region else None
+    plan = get_workload(workload_name).plan(**params)
+    if members is not None:
+        from weft.bench.stage import stage_plan
+
+        plan = stage_plan(plan, members)
+    row["fusion"] = fusion_explanation(plan, contract)
 
     def options(arms: str):
         return BenchOptions(arms=arms, params=params, threads=threads, blocks=settings["blocks"],
                             warmup=settings["warmup"], target_round_s=settings["round_s"], seed=settings["seed"])
 
-    stem = f"{workload_name}-{contract}-t{threads}"
+    stem = f"{workload_name}-{contract}-t{threads}" + (f"-region-{region['signature'][:10]}" if region else "")
     start = time.perf_counter()
     try:
-        result = run_bench(workload_name, options(f"{unfused},{fused}"), profile)
+        result = bench(workload_name, options(f"{unfused},{fused}"), profile, members)
     except Exception as error:  # noqa: BLE001 - every failure is recorded with its text, never dropped
         row.update(status="failed", error=f"{type(error).__name__}: {error}",
                    traceback=traceback.format_exc(limit=6))
-        row.update(unfused_only(workload_name, unfused, options(unfused), profile, out_dir / f"{stem}-unfused-only.json"))
+        row.update(unfused_only(workload_name, options(unfused), profile, members, out_dir / f"{stem}-unfused-only.json"))
     else:
         path = save_result(result, out_dir / f"{stem}.json")
         row.update(summarise_section(result["in_process"], unfused, fused), result_file=str(path))
     row["seconds"] = time.perf_counter() - start
     return row
+
+
+def fused_regions(workload_name: str, params: dict, contract: str) -> list[dict]:
+    """The distinct fused regions of the greedy partition (by signature), with how often each occurs."""
+    from weft.compose.explain import explain_plan
+    from weft.workloads import get_workload
+
+    explanation = explain_plan(get_workload(workload_name).plan(**params), FUSED, contract)
+    regions: dict[str, dict] = {}
+    for report in explanation.reports:
+        if report.region.is_fused:
+            entry = regions.setdefault(report.signature, {"signature": report.signature, "occurrences": 0,
+                                                          "members": list(report.region.members)})
+            entry["occurrences"] += 1
+    return list(regions.values())
 
 
 def summarise_section(section: dict, unfused: str, fused: str) -> dict:
@@ -188,13 +238,12 @@ def summarise_section(section: dict, unfused: str, fused: str) -> dict:
     }
 
 
-def unfused_only(workload_name: str, unfused: str, options, profile, path: Path) -> dict:
+def unfused_only(workload_name: str, options, profile, members, path: Path) -> dict:
     """After a failed comparison: the unfused arm and its A/A control alone (times, floor)."""
     from weft.bench.result import save_result
-    from weft.bench.run import run_bench
 
     try:
-        result = run_bench(workload_name, options, profile)
+        result = bench(workload_name, options, profile, members)
     except Exception as error:  # noqa: BLE001
         return {"unfused_error": f"{type(error).__name__}: {error}"}
     save_result(result, path)
@@ -214,9 +263,41 @@ def format_params(params: dict) -> str:
     return ", ".join(f"{key}={value}" for key, value in params.items())
 
 
+def region_text(region: dict) -> str:
+    members = region["members"]
+    inner = " ".join(members) if len(members) <= 4 else f"{members[0]} {members[1]} ... {members[-1]}"
+    return f"[{inner}] ({len(members)} members, x{region['occurrences']})"
+
+
+def row_name(row: dict) -> str:
+    where = f" region {region_text(row['region'])}" if row.get("region") else ""
+    return f"{row['workload']}{where} {row['contract']} @{row['threads']}"
+
+
+def table_lines(rows: list[dict], regions: bool) -> list[str]:
+    first = "| workload | region | threads | contract" if regions else "| workload | threads | contract | fused regions"
+    lines = [first + " | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
+             "|---" * (11 if regions else 11) + "|"]
+    for row in rows:
+        fusion = row.get("fusion", {})
+        if regions:
+            head = f"| {row['workload']} | {region_text(row['region'])} | {row['threads']} | {row['contract']}"
+        else:
+            fused = (f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
+                     if "fused_regions" in fusion else "?")
+            head = f"| {row['workload']} | {row['threads']} | {row['contract']} | {fused}"
+        ratio = f"{row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else "-"
+        floor = f"{row['aa_floor']:.1%}" if row.get("aa_floor") is not None else "-"
+        lines.append(f"{head} | {format_median(row.get('unfused'))} | {format_median(row.get('fused'))} | {ratio}"
+                     f" | {row.get('verdict') or 'failed'} | {outcome(row)} | {floor} | {row.get('aa_verdict') or '-'} |")
+    return lines
+
+
 def summary_markdown(summary: dict) -> str:
-    """The table (and the sizes and failures) as markdown."""
+    """The tables (and the sizes, losses and failures) as markdown."""
     settings = summary["settings"]
+    whole = [row for row in summary["rows"] if not row.get("region")]
+    regions = [row for row in summary["rows"] if row.get("region")]
     lines = [
         f"Run {summary['recorded_at']} at Weft commit `{summary['provenance'].get('commit', '?')[:12]}`"
         f"{' (tree had local changes under weft/)' if summary['provenance'].get('dirty') else ''},"
@@ -228,28 +309,29 @@ def summary_markdown(summary: dict) -> str:
         "Times are medians per step; ratio = median over blocks of fused/unfused (below 1: fused faster);"
         " verdict is the non-regression rule of BENCHMARKING.md (pass = fused not slower beyond"
         " max(2%, 2 x spread); fail = fused regressed); a speed-up is claimed only when every round of one arm"
-        " beats every round of the other by more than the A/A floor. Fused = greedy regions (fused/members).",
+        " beats every round of the other by more than the A/A floor. Fused regions: greedy regions"
+        " (fused members / all members).",
         "",
-        "| workload | threads | contract | fused regions | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *table_lines(whole, regions=False),
     ]
-    for row in summary["rows"]:
-        fusion = row.get("fusion", {})
-        regions = (f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
-                   if "fused_regions" in fusion else "?")
-        ratio = f"{row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else "-"
-        floor = f"{row['aa_floor']:.1%}" if row.get("aa_floor") is not None else "-"
-        lines.append(f"| {row['workload']} | {row['threads']} | {row['contract']} | {regions} | {format_median(row.get('unfused'))}"
-                     f" | {format_median(row.get('fused'))} | {ratio} | {row.get('verdict') or 'failed'} | {outcome(row)}"
-                     f" | {floor} | {row.get('aa_verdict') or '-'} |")
+    if regions:
+        lines += ["", "Each distinct fused region alone (a stage plan: the region's members, its inputs"
+                  " random, as `weft bench --stage`), x = how often it occurs in the plan:", "",
+                  *table_lines(regions, regions=True)]
     lines += ["", "Sizes used:", ""]
     lines += [f"- {name}: {format_params(params)}" for name, params in summary["sizes"].items()]
+    losing = [row for row in summary["rows"] if row["status"] == "ok" and fused_loses(row)]
+    if losing:
+        lines += ["", "Where the fused plan loses (regression by the rule, or every unfused round faster):", ""]
+        for row in losing:
+            detail = "" if row.get("region") else f"; fused: {fused_members_text(row)}"
+            lines.append(f"- {row_name(row)}: ratio {row['paired_ratio']:.3f}, {outcome(row)}{detail}")
     failed = [row for row in summary["rows"] if row["status"] != "ok"]
     if failed:
         lines += ["", "Failed comparisons (recorded, not dropped):", ""]
         for row in failed:
             error = row["error"].replace("\n", " / ")
-            lines.append(f"- {row['workload']} {row['contract']} @{row['threads']}: {error}")
+            lines.append(f"- {row_name(row)}: {error}")
             if row.get("unfused_error"):
                 lines.append(f"  - the unfused arm alone also failed: {row['unfused_error']}")
     lines += ["", "Raw results (re-judge with `weft bench --recompute FILE`): "
@@ -283,11 +365,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, help="timed palindrome blocks (default 6; 2 with --quick)")
     parser.add_argument("--warmup", type=int, default=1, help="discarded warm-up blocks (default 1)")
     parser.add_argument("--round-ms", type=float, help="target round length in ms (default 50; 5 with --quick)")
+    parser.add_argument("--regions", action="store_true",
+                        help="also time each distinct fused region alone (a stage plan), unfused vs greedy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", type=Path, help="where results go (default benchmarks/results/fusion-STAMP)")
     parser.add_argument("--write-doc", nargs="?", const=Path("benchmarks/FUSION.md"), type=Path, metavar="FILE.md",
                         help="also write the summary between the result markers of FILE.md (default benchmarks/FUSION.md)")
     return parser.parse_args(argv)
+
+
+def report(row: dict) -> dict:
+    """Print one row as it completes (a long run shows progress); returns it."""
+    ratio = f"ratio {row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else ""
+    print(f"{row_name(row)}: unfused {format_median(row.get('unfused'))}  fused {format_median(row.get('fused'))}"
+          f"  {ratio}  {row.get('verdict') or 'failed'}: {outcome(row)}  ({row['seconds']:.0f} s)"
+          + (f"\n    error: {row['error'].splitlines()[0]}" if row["error"] else ""), flush=True)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,13 +413,19 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         for count in threads:
             for contract in contracts:
-                row = run_one(name, sizes[name], contract, count, settings, profile, out_dir)
-                rows.append(row)
-                ratio = f"ratio {row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else ""
-                print(f"{name:17} @{count} {contract:9} unfused {format_median(row.get('unfused'))} ms"
-                      f"  fused {format_median(row.get('fused'))}  {ratio}  {row.get('verdict') or 'failed'}:"
-                      f" {outcome(row)}  ({row['seconds']:.0f} s)"
-                      + (f"\n    error: {row['error'].splitlines()[0]}" if row["error"] else ""), flush=True)
+                rows.append(report(run_one(name, sizes[name], contract, count, settings, profile, out_dir)))
+    if args.regions:
+        for name in names:
+            for contract in contracts:
+                try:
+                    found = fused_regions(name, sizes[name], contract)
+                except Exception as error:  # noqa: BLE001
+                    print(f"{name}: cannot list the fused regions under {contract}: {type(error).__name__}: {error}")
+                    continue
+                for region in found:
+                    for count in threads:
+                        rows.append(report(run_one(name, sizes[name], contract, count, settings, profile, out_dir,
+                                                   region)))
     summary = {"schema": "weft-bench-fusion/1", "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "command": command, "settings": settings, "sizes": sizes, "out_dir": str(out_dir),
                "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
