@@ -158,3 +158,16 @@ def linear_bias_gelu(rows: int = 4, k: int = 16, n: int = 8, name: str = "linear
     erf = Unary(UnaryOp.ERF, mul(x, const(0.7071067811865476)))
     b.member("gelu", [("t2", rows), ("n2", n)], mul(mul(x, const(0.5)), add(const(1.0), erf)))
     return b.plan("gelu")
+
+
+def late_input(rows: int = 6, cols: int = 20, name: str = "late_input") -> Plan:
+    """m = max_c x; u = sum_k exp(w) (another axis); t = sum_c exp(x - m) * u: the one pass
+    reads u, which comes after m in member order, so it must run after u."""
+    b = Builder(name)
+    b.input("x", rows, cols)
+    b.input("w", rows, 9)
+    b.member("m", [("r", rows)], load("x", "r", "c"), fold=[("c", cols)], combiner=Combiner.MAX)
+    b.member("u", [("r1", rows)], exp(load("w", "r1", "k")), fold=[("k", 9)])
+    term = mul(exp(sub(load("x", "r2", "c2"), load("m", "r2"))), load("u", "r2"))
+    b.member("t", [("r2", rows)], term, fold=[("c2", cols)])
+    return b.plan("t")

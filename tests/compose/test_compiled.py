@@ -28,6 +28,7 @@ NAMED = {
     "linear_gelu": lambda: nn.trace(lambda x, W, b: nn.gelu(nn.linear(x, W, b)), nn.spec((21, 32)), nn.spec((40, 32)), nn.spec((40,))),
     "adam": lambda: nn.trace(lambda p, g, m, v: nn.adam_step(p, g, m, v, step=3), *[nn.spec((33, 17))] * 4),
     "decode_step": lambda: qwen_decode_step(),
+    "late_input": lambda: plans.late_input(),
 }
 
 
@@ -71,7 +72,7 @@ def test_inference_fused_compile_is_close_to_float64(named, fused_config):
     plan, arrays = named
     compiled = weft.compile(plan, config=fused_config("inference"))
     one_pass = [f for f in compiled.lowered.functions if any(type(n).__name__ == "OnlinePass" for n in f.nests)]
-    assert len(one_pass) >= 6  # the attentions, softmax, cross-entropy, norm+linear, decode step
+    assert len(one_pass) >= 7  # the attentions, the late input, softmax, cross-entropy, norm+linear, decode step
     reference = evaluate64(plan, *arrays)
     for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=False):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))

@@ -125,3 +125,12 @@ def test_peak_memory_of_fused_inference_attention_is_about_linear_in_tokens():
     growth, oracle_growth = peaks[256] / peaks[64], oracle_peaks[256] / oracle_peaks[64]
     assert growth < 6, (peaks, oracle_peaks)  # 4x tokens: linear is 4, quadratic 16
     assert oracle_growth > 10, oracle_peaks  # the unfused plan holds T×T intermediates
+
+
+def test_the_pass_runs_after_what_its_terms_read():
+    plan = plans.late_input()
+    arrays = random_inputs(plan, seed=5)
+    reference = evaluate64(plan, *arrays)["t"]
+    got, report = fused(plan, "inference", arrays, tile=4, block=7)
+    assert report.online_regions == ["t"]
+    np.testing.assert_allclose(got[0], reference, rtol=1e-5, atol=1e-5)

@@ -26,7 +26,7 @@ import numpy as np
 
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
-from weft.compose.rescale import OnlineFold, derive_online_fold, streamed_members
+from weft.compose.rescale import OnlineFold, derive_online_fold, pass_schedule, streamed_members
 from weft.compose.substitute import map_loads, substitute_axes
 from weft.ir import Axis, AxisIndex, Combiner, Expr, Kernel, Load, Plan, expr_loads
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs, run_kernel, weft_max, weft_min
@@ -99,7 +99,7 @@ def run_partition(
     with np.errstate(all="ignore"):
         for region in partition.regions:
             online = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
-            if not isinstance(online, OnlineFold):
+            if not isinstance(online, OnlineFold) or pass_schedule(plan, region, online) is None:
                 online = None
             else:
                 report.online_regions.append(region.anchor)
@@ -126,12 +126,16 @@ def _run_region(plan, region: Region, values, tile, block, online: OnlineFold | 
     extent = next(axis.extent for axis in anchor.axes if axis.name == tile_of[anchor.output])
     outputs = {name: np.empty(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in region.outputs}
     skipped = _skipped_members(plan, region, online)
+    sequence = region.members
+    if online is not None:  # what the pass reads first, then the pass, then what reads it
+        before, after = pass_schedule(plan, region, online)
+        sequence = before + tuple(name for name in region.members if name in online.members) + after
     for start in range(0, extent, tile):
         size = min(tile, extent - start)
         scratch: dict[str, np.ndarray] = {}
         local_values = _Overlay(values, scratch)
         online_done = False
-        for name in region.members:
+        for name in sequence:
             if name in skipped:
                 continue
             if online is not None and name in online.members:

@@ -330,3 +330,29 @@ def streamed_members(plan: Plan, region: Region, online: OnlineFold) -> dict[str
         if len(positions) == 1 and None not in positions:
             streamed[name] = positions.pop()
     return streamed
+
+
+def pass_schedule(plan: Plan, region: Region, online: OnlineFold) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """Region members to run before and after the one pass, or None if no order works.
+
+    The pass needs every member its terms (and its streamed members) read; every
+    member reading a folded result must follow it. Members the pass makes
+    unnecessary (dissolved, streamed) appear in neither list.
+    """
+    streamed = streamed_members(plan, region, online)
+    group = set(online.members)
+    skipped = set(online.dissolved) | set(streamed)
+    exprs = [online.reference_term]
+    for dependent in online.dependents:
+        exprs += [dependent.term, *dependent.scale_by, *dependent.divide_by, *(e for _, e in dependent.offsets)]
+        if dependent.exponent is not None:
+            exprs.append(dependent.exponent)
+    exprs += [plan.kernel(name).body for name in streamed]
+    needed = {load.buffer for expr in exprs for load in expr_loads(expr)} - group - skipped
+    order = [name for name in region.members if name not in group and name not in skipped]
+    last_needed = max((order.index(name) for name in needed if name in order), default=-1)
+    before, after = tuple(order[: last_needed + 1]), tuple(order[last_needed + 1:])
+    kernels = {name: plan.kernel(name) for name in before}
+    if any(set(kernels[name].reads) & group for name in before):
+        return None
+    return before, after

@@ -36,7 +36,7 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
     fold_identity,
 )
 from weft.compose.regions import Region
-from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, streamed_members
+from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, pass_schedule, streamed_members
 from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_children, expr_loads
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
@@ -461,18 +461,15 @@ def lower_online_region(
         online_pass = build_pass(plan, region, online, streamed, local_views, size, block, target)
     except _Unmappable:
         return None
+    schedule = pass_schedule(plan, region, online)
+    if schedule is None:
+        return None
     taken |= probe
-    nests: list = []
-    placed = False
-    for name in region.members:
-        if name in skipped:
-            continue
-        if name in online.members:
-            if not placed:
-                nests.append(online_pass)
-                placed = True
-            continue
-        nests.append(tiled_nest(plan, region, name, local_views, target, size, -(-extent // size) == 1))
+    single_tile = -(-extent // size) == 1
+    before, after = schedule
+    nests = [tiled_nest(plan, region, name, local_views, target, size, single_tile) for name in before]
+    nests.append(online_pass)
+    nests += [tiled_nest(plan, region, name, local_views, target, size, single_tile) for name in after]
     work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
     tiles = -(-extent // size)
     return LoweredFunction(
