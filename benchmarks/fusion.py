@@ -295,28 +295,33 @@ def row_name(row: dict) -> str:
     return f"{row['workload']}{where} {row['contract']} @{row['threads']}"
 
 
+def fusion_cell(fusion: dict) -> str:
+    """Regions chosen (members), lowered fused (one-pass), BLAS calls unfused->fused."""
+    if "fused_regions" not in fusion:
+        return "? " + fusion.get("error", "")
+    text = f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
+    if "lowered_fused_regions" in fusion:
+        text += f", {fusion['lowered_fused_regions']} lowered"
+        one_pass = sum(1 for f in fusion[f"{FUSED}_lowered"] if f["one_pass"])
+        text += f" ({one_pass} one-pass)" if one_pass else ""
+        blas = fusion["blas_calls"]
+        if blas[UNFUSED] or blas[FUSED]:
+            text += f"; BLAS {blas[UNFUSED]}->{blas[FUSED]}"
+    elif "error" in fusion:
+        text += f"; lowering not inspected: {fusion['error']}"
+    return text
+
+
 def table_lines(rows: list[dict], regions: bool) -> list[str]:
-    first = "| workload | region | threads | contract" if regions else "| workload | threads | contract | fused regions"
-    lines = [first + " | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
-             "|---" * (11 if regions else 11) + "|"]
+    first = "| workload | region | threads | contract" if regions else "| workload | threads | contract"
+    lines = [first + " | fused regions | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
+             "|---" * (12 if regions else 11) + "|"]
     for row in rows:
-        fusion = row.get("fusion", {})
-        if regions:
-            head = f"| {row['workload']} | {region_text(row['region'])} | {row['threads']} | {row['contract']}"
-        else:
-            fused = (f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
-                     if "fused_regions" in fusion else "?")
-            if "lowered_fused_regions" in fusion:
-                fused += f", {fusion['lowered_fused_regions']} lowered"
-                one_pass = sum(1 for f in fusion[f"{FUSED}_lowered"] if f["one_pass"])
-                fused += f" ({one_pass} one-pass)" if one_pass else ""
-                blas = fusion["blas_calls"]
-                if blas[UNFUSED] or blas[FUSED]:
-                    fused += f"; BLAS {blas[UNFUSED]}->{blas[FUSED]}"
-            head = f"| {row['workload']} | {row['threads']} | {row['contract']} | {fused}"
+        where = f" {region_text(row['region'])} |" if regions else ""
         ratio = f"{row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else "-"
         floor = f"{row['aa_floor']:.1%}" if row.get("aa_floor") is not None else "-"
-        lines.append(f"{head} | {format_median(row.get('unfused'))} | {format_median(row.get('fused'))} | {ratio}"
+        lines.append(f"| {row['workload']} |{where} {row['threads']} | {row['contract']} | {fusion_cell(row.get('fusion', {}))}"
+                     f" | {format_median(row.get('unfused'))} | {format_median(row.get('fused'))} | {ratio}"
                      f" | {row.get('verdict') or 'failed'} | {outcome(row)} | {floor} | {row.get('aa_verdict') or '-'} |")
     return lines
 
@@ -440,11 +445,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fusion benchmark -> {out_dir}", flush=True)
     for name, params in sizes.items():
         print(f"  {name}: {format_params(params)}", flush=True)
-    rows = []
+    rows: list[dict] = []
+    summary = {"schema": "weft-bench-fusion/1", "command": command, "settings": settings, "sizes": sizes,
+               "out_dir": str(out_dir), "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
+               "provenance": provenance(profile, []), "complete": False, "rows": rows}
+
+    def record(row: dict) -> None:
+        """Keep the row and rewrite summary.json, so an interrupted run keeps what it measured."""
+        rows.append(report(row))
+        summary["recorded_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        save_result(summary, out_dir / "summary.json")
+
     for name in names:
         for count in threads:
             for contract in contracts:
-                rows.append(report(run_one(name, sizes[name], contract, count, settings, profile, out_dir)))
+                record(run_one(name, sizes[name], contract, count, settings, profile, out_dir))
     if args.regions:
         for name in names:
             for contract in contracts:
@@ -455,12 +470,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for region in found:
                     for count in threads:
-                        rows.append(report(run_one(name, sizes[name], contract, count, settings, profile, out_dir,
-                                                   region)))
-    summary = {"schema": "weft-bench-fusion/1", "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "command": command, "settings": settings, "sizes": sizes, "out_dir": str(out_dir),
-               "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
-               "provenance": provenance(profile, []), "rows": rows}
+                        record(run_one(name, sizes[name], contract, count, settings, profile, out_dir,
+                                        region))
+    summary.update(complete=True, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     save_result(summary, out_dir / "summary.json")  # atomic, NaN-free JSON
     markdown = summary_markdown(summary)
     (out_dir / "summary.md").write_text(markdown)
