@@ -171,3 +171,14 @@ def late_input(rows: int = 6, cols: int = 20, name: str = "late_input") -> Plan:
     term = mul(exp(sub(load("x", "r2", "c2"), load("m", "r2"))), load("u", "r2"))
     b.member("t", [("r2", rows)], term, fold=[("c2", cols)])
     return b.plan("t")
+
+
+def cofolds(rows: int = 4, cols: int = 16, name: str = "cofolds") -> Plan:
+    """m = max_c x; q = sum_c x*x (an independent fold over the same axis); t = sum_c exp(x - m) * q."""
+    b = Builder(name)
+    b.input("x", rows, cols)
+    b.member("m", [("r", rows)], load("x", "r", "c"), fold=[("c", cols)], combiner=Combiner.MAX)
+    b.member("q", [("r1", rows)], mul(load("x", "r1", "c1"), load("x", "r1", "c1")), fold=[("c1", cols)])
+    term = mul(exp(sub(load("x", "r2", "c2"), load("m", "r2"))), load("q", "r2"))
+    b.member("t", [("r2", rows)], term, fold=[("c2", cols)])
+    return b.plan("t")

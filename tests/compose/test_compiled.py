@@ -29,6 +29,7 @@ NAMED = {
     "adam": lambda: nn.trace(lambda p, g, m, v: nn.adam_step(p, g, m, v, step=3), *[nn.spec((33, 17))] * 4),
     "decode_step": lambda: qwen_decode_step(),
     "late_input": lambda: plans.late_input(),
+    "cofolds": lambda: plans.cofolds(rows=7, cols=150),
 }
 
 

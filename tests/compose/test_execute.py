@@ -44,6 +44,8 @@ CASES = {
     "layer_norm": lambda: nn.trace(lambda x, w, b: nn.layer_norm(x, 24, w, b), nn.spec((7, 24)), nn.spec((24,)), nn.spec((24,))),
     "linear_gelu": lambda: nn.trace(lambda x, W, b: nn.gelu(nn.linear(x, W, b)), nn.spec((5, 16)), nn.spec((9, 16)), nn.spec((9,))),
     "decode_step": lambda: qwen_decode_step(),
+    "cofolds": lambda: plans.cofolds(rows=7, cols=30),
+    "late_input": lambda: plans.late_input(),
 }
 
 
@@ -66,7 +68,7 @@ def test_inference_fused_is_close_to_float64(name):
     got, report = fused(plan, "inference", arrays)
     for output, array in zip(plan.outputs, got, strict=False):
         np.testing.assert_allclose(array, reference[output], rtol=2e-5, atol=2e-5)
-    if name in ("attention", "attention_handbuilt", "softmax", "cross_entropy", "decode_step"):
+    if name in ("attention", "attention_handbuilt", "softmax", "cross_entropy", "decode_step", "cofolds", "late_input"):
         assert report.online_regions, "the rescaling rewrite should have fired"
 
 

@@ -97,3 +97,22 @@ def test_layer_norm_variance_is_refused_with_the_reason():
 def test_no_fold_chain_means_no_rewrite():
     partition = choose_regions(plans.linear_bias_gelu(), "greedy", "inference")
     assert derive_online_fold(plans.linear_bias_gelu(), partition.fused[0], "inference") is None
+
+
+def test_an_independent_fold_over_the_same_axis_joins_the_pass():
+    """A sum of squares folds alongside the max in the same pass, unrescaled."""
+    online = rewrite_for(verify(plans.cofolds()))
+    assert isinstance(online, OnlineFold) and online.reference == "m"
+    assert [d.member for d in online.dependents] == ["q", "t"]
+    assert online.dependents[0].exponent is None and online.dependents[1].scale_by  # q[r] applied after the pass
+
+
+def test_two_extremum_references_are_refused():
+    builder = plans.Builder("two_maxima")
+    builder.input("x", 4, 16)
+    builder.member("m", [("r", 4)], plans.load("x", "r", "c"), fold=[("c", 16)], combiner=Combiner.MAX)
+    builder.member("n", [("r1", 4)], plans.load("x", "r1", "c1"), fold=[("c1", 16)], combiner=Combiner.MIN)
+    term = plans.exp(plans.sub(plans.load("x", "r2", "c2"), plans.sub(plans.load("m", "r2"), plans.load("n", "r2"))))
+    builder.member("t", [("r2", 4)], term, fold=[("c2", 16)])
+    refusal = rewrite_for(verify(builder.plan("t")))
+    assert isinstance(refusal, RewriteRefusal) and "running reference" in refusal.reason

@@ -251,9 +251,12 @@ def derive_online_fold(plan: Plan, region: Region, contract: str = "inference") 
     group = _component(order[0], edges)
     members = [name for name in order if name in group]
     sources = [name for name in members if not edges[name] & group]
-    if len(sources) != 1:
-        return RewriteRefusal(region.anchor, f"folds {', '.join(sources)} over one axis are independent; no single reference")
-    reference = sources[0]
+    # The running reference is the one max/min fold among the sources (a sum one if
+    # there is none); other sources fold alongside it in the same pass, unrescaled.
+    extrema = [name for name in sources if folds[name][0].fold.combiner is not Combiner.SUM]
+    if len(extrema) > 1:
+        return RewriteRefusal(region.anchor, f"folds {', '.join(extrema)} over one axis could each be the running reference")
+    reference = extrema[0] if extrema else sources[0]
     reference_kernel, reference_term = folds[reference]
     dependents = []
     try:

@@ -36,7 +36,13 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
     fold_identity,
 )
 from weft.compose.regions import Region
-from weft.compose.rescale import OnlineDependent, OnlineFold, derive_online_fold, pass_schedule, streamed_members
+from weft.compose.rescale import (
+    OnlineDependent,
+    OnlineFold,
+    derive_online_fold,
+    pass_schedule,
+    streamed_members,
+)
 from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_children, expr_loads
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
