@@ -43,3 +43,17 @@ def test_processes_reverse_the_order_each_round(tmp_path):
     (block,) = section["blocks"]
     assert block["order"] == ["unfused", "unfused:control", "unfused:control", "unfused"]
     assert len(section["verdicts"]) == 1 and section["verdicts"][0]["candidate"] == "unfused:control"
+
+
+def test_recorded_results_recompute_to_their_verdicts():
+    from pathlib import Path
+
+    from weft.bench.result import load_result, recompute
+
+    folder = Path(__file__).parent.parent.parent / "benchmarks" / "results"
+    files = sorted(folder.glob("*.json"))
+    bench_files = [f for f in files if json.loads(f.read_text()).get("schema") == "weft-bench/1"]
+    assert bench_files, "no recorded weft bench results"
+    for path in bench_files:
+        rows = recompute(load_result(path))
+        assert rows and all(agree for *_, agree in rows), path.name

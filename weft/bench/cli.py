@@ -31,7 +31,8 @@ def register(subparsers) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("workload", nargs="?", help="workload name (weft workloads lists them)")
-    parser.add_argument("--arms", default="unfused", help="comma-separated arms, baseline first (default: unfused)")
+    parser.add_argument("--arms", default=None,
+                        help="comma-separated arms, baseline first (default: unfused; with --stage: unfused,greedy)")
     parser.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
                         help="set a workload parameter (repeatable), e.g. --size tokens=2048")
     parser.add_argument("--threads", type=int, default=1, help="threads for arms without @N (default 1)")
@@ -82,8 +83,9 @@ def main(args: argparse.Namespace) -> int:
         return recompute_main(console, args.recompute)
     if not args.workload:
         raise BenchError("weft bench needs a WORKLOAD (or --recompute FILE)")
+    arms = args.arms or ("unfused,greedy" if args.stage else "unfused")
     options = BenchOptions(
-        arms=args.arms, params=parse_params(args.size), threads=args.threads, blocks=args.rounds,
+        arms=arms, params=parse_params(args.size), threads=args.threads, blocks=args.rounds,
         warmup=args.warmup, target_round_s=args.round_ms / 1e3, processes=args.processes, seed=args.seed,
         allow_test_arms=args.test_arms, stage=args.stage, occurrences=args.occurrences,
     )

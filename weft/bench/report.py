@@ -21,6 +21,8 @@ def wide_console() -> Console:
 def format_seconds(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if seconds < 0:
+        return "-" + format_seconds(-seconds)
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -44,7 +46,10 @@ def progress_bars(console: Console, enabled: bool = True) -> Iterator[Callable[[
 def format_range(stats) -> str:
     """min / median / max in one unit, chosen from the median."""
     unit, scale = next(((u, k) for u, k in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)) if stats.median >= k), ("ns", 1e-9))
-    return f"{stats.minimum / scale:.3g} / {stats.median / scale:.3g} / {stats.maximum / scale:.3g} {unit}"
+    def number(value: float) -> str:
+        return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
+
+    return f"{number(stats.minimum / scale)} / {number(stats.median / scale)} / {number(stats.maximum / scale)} {unit}"
 
 
 def verdict_table(title: str, verdicts: list[Verdict], roofline: dict | None = None) -> Table:
