@@ -40,6 +40,17 @@ import time
 import traceback
 from pathlib import Path
 
+from fusion_report import (  # a sibling module: the script's folder is on sys.path
+    FUSED,
+    UNFUSED,
+    format_median,
+    format_params,
+    outcome,
+    row_name,
+    summary_markdown,
+    write_doc,
+)
+
 SLOW_BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 """Inference arms may serve GEMM members by SciPy's OpenBLAS, which these slow down."""
 
@@ -69,7 +80,6 @@ SCALED_PARAM: dict[str, tuple[str, str | int]] = {
 ROOT = Path(__file__).resolve().parent.parent
 """The repository root: default outputs go under it, wherever the script is run from."""
 
-FUSED, UNFUSED = "greedy", "unfused"
 WEFT_FUSION = {FUSED: "greedy", UNFUSED: "off"}
 CONTRACTS = ("inference", "strict")
 
@@ -120,18 +130,27 @@ def fusion_explanation(plan, contract: str, threads: int) -> dict:
 
         explanation = explain_plan(plan, FUSED, contract)
         regions = explanation.partition.regions
-        record.update({"members": len(plan.kernels), "regions": len(regions),
-                       "fused_regions": sum(1 for region in regions if region.is_fused),
-                       "fused_members": sum(len(region.members) for region in regions if region.is_fused),
-                       "fused": [list(region.members) for region in regions if region.is_fused],
-                       "text": explanation.text()})
+        record.update(
+            {
+                "members": len(plan.kernels),
+                "regions": len(regions),
+                "fused_regions": sum(1 for region in regions if region.is_fused),
+                "fused_members": sum(len(region.members) for region in regions if region.is_fused),
+                "fused": [list(region.members) for region in regions if region.is_fused],
+                "text": explanation.text(),
+            }
+        )
         import weft
 
         for policy in (UNFUSED, FUSED):  # both were just built by the benchmark: the compile cache answers
-            lowered = weft.compile(plan, contract=contract, threads=threads, fusion=WEFT_FUSION[policy]).lowered
+            lowered = weft.compile(
+                plan, contract=contract, threads=threads, fusion=WEFT_FUSION[policy]
+            ).lowered
             record[f"{policy}_lowered"] = [lowered_function(function) for function in lowered.functions]
         record["lowered_fused_regions"] = sum(1 for f in record[f"{FUSED}_lowered"] if len(f["members"]) > 1)
-        record["blas_calls"] = {policy: sum(f["blas"] for f in record[f"{policy}_lowered"]) for policy in (UNFUSED, FUSED)}
+        record["blas_calls"] = {
+            policy: sum(f["blas"] for f in record[f"{policy}_lowered"]) for policy in (UNFUSED, FUSED)
+        }
     except Exception as error:  # noqa: BLE001 - an explanation failure is recorded, not fatal
         record["error"] = f"{type(error).__name__}: {error}"
     return record
@@ -139,19 +158,13 @@ def fusion_explanation(plan, contract: str, threads: int) -> dict:
 
 def lowered_function(function) -> dict:
     kinds = [type(nest).__name__ for nest in function.nests]
-    return {"name": function.name, "members": list(function.members), "one_pass": "OnlinePass" in kinds,
-            "blas": kinds.count("GemmCall"), "tile": function.tile_loop.size if function.tile_loop else None}
-
-
-def fused_loses(row: dict) -> bool:
-    return row["verdict"] == "fail" or row["speedup_of"] == row["unfused_label"]
-
-
-def fused_members_text(row: dict, limit: int = 3) -> str:
-    """The fused regions of a row's greedy plan, as member lists (the first ``limit``)."""
-    regions = row.get("fusion", {}).get("fused", [])
-    text = "; ".join("[" + " ".join(members) + "]" for members in regions[:limit])
-    return text + (f"; ... ({len(regions) - limit} more)" if len(regions) > limit else "") if regions else "?"
+    return {
+        "name": function.name,
+        "members": list(function.members),
+        "one_pass": "OnlinePass" in kinds,
+        "blas": kinds.count("GemmCall"),
+        "tile": function.tile_loop.size if function.tile_loop else None,
+    }
 
 
 def arm_label(name: str, contract: str, threads: int) -> str:
@@ -160,21 +173,6 @@ def arm_label(name: str, contract: str, threads: int) -> str:
 
 def stats_json(stats: dict) -> dict:
     return {"min_s": stats["minimum"], "median_s": stats["median"], "max_s": stats["maximum"]}
-
-
-def outcome(row: dict) -> str:
-    """One honest word or phrase for the table: who won, by the rule."""
-    if row["status"] != "ok":
-        return "FAILED"
-    if row["speedup_of"] == row["fused_label"]:
-        return f"fused faster {row['speedup_factor']:.2f}x"
-    if row["speedup_of"] == row["unfused_label"]:
-        return f"fused SLOWER {row['speedup_factor']:.2f}x"
-    if row["verdict"] == "fail":
-        return "fused slower (regression)"
-    if row["verdict"] == "inconclusive":
-        return "inconclusive (noisy)"
-    return "no clear difference"
 
 
 def bench(workload_name: str, options, profile, members: tuple[str, ...] | None = None) -> dict:
@@ -187,14 +185,34 @@ def bench(workload_name: str, options, profile, members: tuple[str, ...] | None 
         return run_bench(workload_name, options, profile)
     context = build_context(workload_name, options.params, options.seed, ",".join(members))
     section, runners = measure(context, options, profile)
-    return {"schema": SCHEMA, "workload": context.workload.name, "params": context.params,
-            "stage": list(context.stage_members), "settings": {"blocks": options.blocks,
-            "warmup_blocks": options.warmup, "threads": options.threads, "target_round_s": options.target_round_s,
-            "processes": 0, "seed": options.seed}, "in_process": section, "provenance": provenance(profile, runners)}
+    return {
+        "schema": SCHEMA,
+        "workload": context.workload.name,
+        "params": context.params,
+        "stage": list(context.stage_members),
+        "settings": {
+            "blocks": options.blocks,
+            "warmup_blocks": options.warmup,
+            "threads": options.threads,
+            "target_round_s": options.target_round_s,
+            "processes": 0,
+            "seed": options.seed,
+        },
+        "in_process": section,
+        "provenance": provenance(profile, runners),
+    }
 
 
-def run_one(workload_name: str, params: dict, contract: str, threads: int, settings: dict, profile,
-            out_dir: Path, region: dict | None = None) -> dict:
+def run_one(
+    workload_name: str,
+    params: dict,
+    contract: str,
+    threads: int,
+    settings: dict,
+    profile,
+    out_dir: Path,
+    region: dict | None = None,
+) -> dict:
     """One comparison, unfused vs greedy (+ A/A control) of the whole plan or of one region
     (``region``: members, signature, occurrences): a summary row; failures are rows too."""
     from weft.bench.result import save_result
@@ -202,9 +220,21 @@ def run_one(workload_name: str, params: dict, contract: str, threads: int, setti
     from weft.workloads import get_workload
 
     unfused, fused = arm_label(UNFUSED, contract, threads), arm_label(FUSED, contract, threads)
-    row = {"workload": workload_name, "threads": threads, "contract": contract, "params": params,
-           "region": region, "unfused_label": unfused, "fused_label": fused, "status": "ok", "error": None,
-           "verdict": None, "speedup_of": None, "speedup_factor": 0.0, "result_file": None}
+    row = {
+        "workload": workload_name,
+        "threads": threads,
+        "contract": contract,
+        "params": params,
+        "region": region,
+        "unfused_label": unfused,
+        "fused_label": fused,
+        "status": "ok",
+        "error": None,
+        "verdict": None,
+        "speedup_of": None,
+        "speedup_factor": 0.0,
+        "result_file": None,
+    }
     members = tuple(region["members"]) if region else None
     plan = get_workload(workload_name).plan(**params)
     if members is not None:
@@ -214,17 +244,31 @@ def run_one(workload_name: str, params: dict, contract: str, threads: int, setti
     row["fusion"] = fusion_explanation(plan, contract, threads)
 
     def options(arms: str):
-        return BenchOptions(arms=arms, params=params, threads=threads, blocks=settings["blocks"],
-                            warmup=settings["warmup"], target_round_s=settings["round_s"], seed=settings["seed"])
+        return BenchOptions(
+            arms=arms,
+            params=params,
+            threads=threads,
+            blocks=settings["blocks"],
+            warmup=settings["warmup"],
+            target_round_s=settings["round_s"],
+            seed=settings["seed"],
+        )
 
-    stem = f"{workload_name}-{contract}-t{threads}" + (f"-region-{region['signature'][:10]}" if region else "")
+    stem = f"{workload_name}-{contract}-t{threads}" + (
+        f"-region-{region['signature'][:10]}" if region else ""
+    )
     start = time.perf_counter()
     try:
         result = bench(workload_name, options(f"{unfused},{fused}"), profile, members)
     except Exception as error:  # noqa: BLE001 - every failure is recorded with its text, never dropped
-        row.update(status="failed", error=f"{type(error).__name__}: {error}",
-                   traceback=traceback.format_exc(limit=6))
-        row.update(unfused_only(workload_name, options(unfused), profile, members, out_dir / f"{stem}-unfused-only.json"))
+        row.update(
+            status="failed", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc(limit=6)
+        )
+        row.update(
+            unfused_only(
+                workload_name, options(unfused), profile, members, out_dir / f"{stem}-unfused-only.json"
+            )
+        )
     else:
         path = save_result(result, out_dir / f"{stem}.json")
         row.update(summarise_section(result["in_process"], unfused, fused), result_file=shown(path))
@@ -241,8 +285,10 @@ def fused_regions(workload_name: str, params: dict, contract: str) -> list[dict]
     regions: dict[str, dict] = {}
     for report in explanation.reports:
         if report.region.is_fused:
-            entry = regions.setdefault(report.signature, {"signature": report.signature, "occurrences": 0,
-                                                          "members": list(report.region.members)})
+            entry = regions.setdefault(
+                report.signature,
+                {"signature": report.signature, "occurrences": 0, "members": list(report.region.members)},
+            )
             entry["occurrences"] += 1
     return list(regions.values())
 
@@ -252,12 +298,19 @@ def summarise_section(section: dict, unfused: str, fused: str) -> dict:
     control, verdict = section["verdicts"][0], section["verdicts"][1]
     assert verdict["candidate"] == fused and verdict["baseline"] == unfused, (verdict["candidate"], fused)
     return {
-        "unfused": stats_json(verdict["baseline_stats"]), "fused": stats_json(verdict["candidate_stats"]),
-        "paired_ratio": verdict["paired_median_ratio"], "verdict": verdict["status"], "spread": verdict["spread"],
-        "allowed_regression": verdict["allowed_regression"], "speedup_of": verdict["speedup_of"],
-        "speedup_factor": verdict["speedup_factor"], "aa_floor": verdict["floor"],
-        "aa_verdict": control["status"], "aa_ratio": control["paired_median_ratio"],
-        "parity": section["parity"], "inner_calls_per_round": section["inner_calls_per_round"],
+        "unfused": stats_json(verdict["baseline_stats"]),
+        "fused": stats_json(verdict["candidate_stats"]),
+        "paired_ratio": verdict["paired_median_ratio"],
+        "verdict": verdict["status"],
+        "spread": verdict["spread"],
+        "allowed_regression": verdict["allowed_regression"],
+        "speedup_of": verdict["speedup_of"],
+        "speedup_factor": verdict["speedup_factor"],
+        "aa_floor": verdict["floor"],
+        "aa_verdict": control["status"],
+        "aa_ratio": control["paired_median_ratio"],
+        "parity": section["parity"],
+        "inner_calls_per_round": section["inner_calls_per_round"],
         "memory_bytes": {arm["label"]: arm["memory_bytes"] for arm in section["arms"]},
     }
 
@@ -272,149 +325,55 @@ def unfused_only(workload_name: str, options, profile, members, path: Path) -> d
         return {"unfused_error": f"{type(error).__name__}: {error}"}
     save_result(result, path)
     control = result["in_process"]["verdicts"][0]
-    return {"unfused": stats_json(control["baseline_stats"]), "aa_floor": control["floor"],
-            "aa_verdict": control["status"], "aa_ratio": control["paired_median_ratio"],
-            "unfused_only_file": shown(path)}
-
-
-def format_median(stats: dict | None) -> str:
-    from weft.bench.report import format_seconds
-
-    return "-" if not stats else format_seconds(stats["median_s"])
-
-
-def format_params(params: dict) -> str:
-    return ", ".join(f"{key}={value}" for key, value in params.items())
-
-
-def region_text(region: dict) -> str:
-    members = region["members"]
-    inner = " ".join(members) if len(members) <= 4 else f"{members[0]} {members[1]} ... {members[-1]}"
-    return f"[{inner}] ({len(members)} members, x{region['occurrences']})"
-
-
-def row_name(row: dict) -> str:
-    where = f" region {region_text(row['region'])}" if row.get("region") else ""
-    return f"{row['workload']}{where} {row['contract']} @{row['threads']}"
-
-
-def fusion_cell(fusion: dict) -> str:
-    """Regions chosen (members), lowered fused (one-pass), BLAS calls unfused->fused."""
-    if "fused_regions" not in fusion:
-        return "? " + fusion.get("error", "")
-    text = f"{fusion['fused_regions']} ({fusion['fused_members']}/{fusion['members']})"
-    if "lowered_fused_regions" in fusion:
-        text += f", {fusion['lowered_fused_regions']} lowered"
-        one_pass = sum(1 for f in fusion[f"{FUSED}_lowered"] if f["one_pass"])
-        text += f" ({one_pass} one-pass)" if one_pass else ""
-        blas = fusion["blas_calls"]
-        if blas[UNFUSED] or blas[FUSED]:
-            text += f"; BLAS {blas[UNFUSED]}->{blas[FUSED]}"
-    elif "error" in fusion:
-        text += f"; lowering not inspected: {fusion['error']}"
-    return text
-
-
-def table_lines(rows: list[dict], regions: bool) -> list[str]:
-    first = "| workload | region | threads | contract" if regions else "| workload | threads | contract"
-    lines = [first + " | fused regions | unfused | fused | ratio | verdict | outcome | A/A floor | A/A |",
-             "|---" * (12 if regions else 11) + "|"]
-    for row in rows:
-        where = f" {region_text(row['region'])} |" if regions else ""
-        ratio = f"{row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else "-"
-        floor = f"{row['aa_floor']:.1%}" if row.get("aa_floor") is not None else "-"
-        lines.append(f"| {row['workload']} |{where} {row['threads']} | {row['contract']} | {fusion_cell(row.get('fusion', {}))}"
-                     f" | {format_median(row.get('unfused'))} | {format_median(row.get('fused'))} | {ratio}"
-                     f" | {row.get('verdict') or 'failed'} | {outcome(row)} | {floor} | {row.get('aa_verdict') or '-'} |")
-    return lines
-
-
-def summary_markdown(summary: dict) -> str:
-    """The tables (and the sizes, losses and failures) as markdown."""
-    settings = summary["settings"]
-    whole = [row for row in summary["rows"] if not row.get("region")]
-    regions = [row for row in summary["rows"] if row.get("region")]
-    lines = [
-        f"Run {summary['recorded_at']} at Weft commit `{summary['provenance'].get('commit', '?')[:12]}`"
-        f"{' (tree had local changes under weft/)' if summary['provenance'].get('dirty') else ''},"
-        f" {summary['provenance'].get('cpu_model', '?')}, {settings['blocks']} timed palindrome blocks"
-        f" (+{settings['warmup']} warm-up) of ~{settings['round_s'] * 1e3:g} ms rounds"
-        f"{'; QUICK smoke run: tiny sizes, the times mean nothing' if settings['quick'] else ''}."
-        f" Command: `{summary['command']}`.",
-        "",
-        "Times are medians per step; ratio = median over blocks of fused/unfused (below 1: fused faster);"
-        " verdict is the non-regression rule of BENCHMARKING.md (pass = fused not slower beyond"
-        " max(2%, 2 x spread); fail = fused regressed); a speed-up is claimed only when every round of one arm"
-        " beats every round of the other by more than the A/A floor. Fused regions: regions the greedy engine"
-        " chose (their members / all members), how many the compile lowered as one fused function (of them,"
-        " how many in the rescaled one-pass form of Inference; the rest"
-        " are lowered member by member, e.g. scratch over budget), and BLAS calls unfused->fused where any"
-        " (a member inside a fused region never calls BLAS).",
-        "",
-        *table_lines(whole, regions=False),
-    ]
-    if regions:
-        lines += ["", "Each distinct fused region alone (a stage plan: the region's members, its inputs"
-                  " random, as `weft bench --stage`), x = how often it occurs in the plan:", "",
-                  *table_lines(regions, regions=True)]
-    lines += ["", "Sizes used:", ""]
-    lines += [f"- {name}: {format_params(params)}" for name, params in summary["sizes"].items()]
-    weak = sorted({(row["workload"], row["contract"], row["parity"]["reference"]) for row in summary["rows"]
-                   if row.get("parity") and row["parity"]["reference"] != "oracle" and not row.get("region")})
-    if weak:
-        lines += ["", "Parity was checked against the oracle except (the oracle is too slow at these sizes):", ""]
-        lines += [f"- {workload} {contract}: against the {reference}" for workload, contract, reference in weak]
-    losing = [row for row in summary["rows"] if row["status"] == "ok" and fused_loses(row)]
-    if losing:
-        lines += ["", "Where the fused plan loses (regression by the rule, or every unfused round faster):", ""]
-        for row in losing:
-            detail = "" if row.get("region") else f"; fused: {fused_members_text(row)}"
-            lines.append(f"- {row_name(row)}: ratio {row['paired_ratio']:.3f}, {outcome(row)}{detail}")
-    failed = [row for row in summary["rows"] if row["status"] != "ok"]
-    if failed:
-        lines += ["", "Failed comparisons (recorded, not dropped):", ""]
-        for row in failed:
-            error = row["error"].replace("\n", " / ")
-            lines.append(f"- {row_name(row)}: {error}")
-            if row.get("unfused_error"):
-                lines.append(f"  - the unfused arm alone also failed: {row['unfused_error']}")
-    lines += ["", "Raw results (re-judge with `weft bench --recompute FILE`): "
-              + f"`{summary['out_dir']}/`", ""]
-    return "\n".join(lines)
-
-
-DOC_BEGIN, DOC_END = "<!-- fusion-results:begin -->", "<!-- fusion-results:end -->"
-
-
-def write_doc(markdown: str, path: Path) -> None:
-    """Replace the text between the result markers of ``path`` with ``markdown``."""
-    text = path.read_text()
-    if DOC_BEGIN not in text or DOC_END not in text:
-        raise SystemExit(f"{path} has no {DOC_BEGIN} ... {DOC_END} markers to write the results between")
-    head, _, rest = text.partition(DOC_BEGIN)
-    _, _, tail = rest.partition(DOC_END)
-    path.write_text(f"{head}{DOC_BEGIN}\n{markdown}\n{DOC_END}{tail}")
+    return {
+        "unfused": stats_json(control["baseline_stats"]),
+        "aa_floor": control["floor"],
+        "aa_verdict": control["status"],
+        "aa_ratio": control["paired_median_ratio"],
+        "unfused_only_file": shown(path),
+    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="See the module docstring and benchmarks/FUSION.md.")
-    parser.add_argument("--quick", action="store_true", help="small sizes, 2 blocks, short rounds (a smoke run)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog="See the module docstring and benchmarks/FUSION.md."
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, 2 blocks, short rounds (a smoke run)"
+    )
     parser.add_argument("--workloads", default="", help="comma-separated workloads (default: all)")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--contracts", default=",".join(CONTRACTS), help="inference,strict (default both)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply each workload's principal size")
-    parser.add_argument("--set", action="append", default=[], metavar="WORKLOAD:KEY=VALUE",
-                        help="set one workload parameter (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="WORKLOAD:KEY=VALUE",
+        help="set one workload parameter (repeatable)",
+    )
     parser.add_argument("--rounds", type=int, help="timed palindrome blocks (default 6; 2 with --quick)")
     parser.add_argument("--warmup", type=int, default=1, help="discarded warm-up blocks (default 1)")
-    parser.add_argument("--round-ms", type=float, help="target round length in ms (default 50; 5 with --quick)")
-    parser.add_argument("--regions", action="store_true",
-                        help="also time each distinct fused region alone (a stage plan), unfused vs greedy")
+    parser.add_argument(
+        "--round-ms", type=float, help="target round length in ms (default 50; 5 with --quick)"
+    )
+    parser.add_argument(
+        "--regions",
+        action="store_true",
+        help="also time each distinct fused region alone (a stage plan), unfused vs greedy",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", type=Path, help="where results go (default benchmarks/results/fusion-STAMP)")
-    parser.add_argument("--write-doc", nargs="?", const=ROOT / "benchmarks" / "FUSION.md", type=Path, metavar="FILE.md",
-                        help="also write the summary between the result markers of FILE.md (default benchmarks/FUSION.md)")
+    parser.add_argument(
+        "--out-dir", type=Path, help="where results go (default benchmarks/results/fusion-STAMP)"
+    )
+    parser.add_argument(
+        "--write-doc",
+        nargs="?",
+        const=ROOT / "benchmarks" / "FUSION.md",
+        type=Path,
+        metavar="FILE.md",
+        help="also write the summary between the result markers of FILE.md (default benchmarks/FUSION.md)",
+    )
     return parser.parse_args(argv)
 
 
@@ -429,9 +388,12 @@ def shown(path: Path) -> str:
 def report(row: dict) -> dict:
     """Print one row as it completes (a long run shows progress); returns it."""
     ratio = f"ratio {row['paired_ratio']:.3f}" if row.get("paired_ratio") is not None else ""
-    print(f"{row_name(row)}: unfused {format_median(row.get('unfused'))}  fused {format_median(row.get('fused'))}"
-          f"  {ratio}  {row.get('verdict') or 'failed'}: {outcome(row)}  ({row['seconds']:.0f} s)"
-          + (f"\n    error: {row['error'].splitlines()[0]}" if row["error"] else ""), flush=True)
+    print(
+        f"{row_name(row)}: unfused {format_median(row.get('unfused'))}  fused {format_median(row.get('fused'))}"
+        f"  {ratio}  {row.get('verdict') or 'failed'}: {outcome(row)}  ({row['seconds']:.0f} s)"
+        + (f"\n    error: {row['error'].splitlines()[0]}" if row["error"] else ""),
+        flush=True,
+    )
     return row
 
 
@@ -449,22 +411,41 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--contracts: unknown {unknown}; valid: {', '.join(CONTRACTS)}")
     sets = parse_sets(args.set)
-    settings = {"quick": args.quick, "blocks": args.rounds or (2 if args.quick else 6), "warmup": args.warmup,
-                "round_s": (args.round_ms or (5.0 if args.quick else 50.0)) / 1e3, "seed": args.seed,
-                "scale": args.scale, "threads": threads, "contracts": contracts}
+    settings = {
+        "quick": args.quick,
+        "blocks": args.rounds or (2 if args.quick else 6),
+        "warmup": args.warmup,
+        "round_s": (args.round_ms or (5.0 if args.quick else 50.0)) / 1e3,
+        "seed": args.seed,
+        "scale": args.scale,
+        "threads": threads,
+        "contracts": contracts,
+    }
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    out_dir = args.out_dir or ROOT / "benchmarks" / "results" / f"fusion-{stamp}{'-quick' if args.quick else ''}"
+    out_dir = (
+        args.out_dir or ROOT / "benchmarks" / "results" / f"fusion-{stamp}{'-quick' if args.quick else ''}"
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
-    sizes = {name: sizes_for(get_workload(name), args.quick, args.scale, sets.get(name, {})) for name in names}
+    sizes = {
+        name: sizes_for(get_workload(name), args.quick, args.scale, sets.get(name, {})) for name in names
+    }
     profile = machine_profile()
     command = " ".join(["python", "benchmarks/fusion.py", *sys.argv[1:]])
     print(f"fusion benchmark -> {shown(out_dir)}", flush=True)
     for name, params in sizes.items():
         print(f"  {name}: {format_params(params)}", flush=True)
     rows: list[dict] = []
-    summary = {"schema": "weft-bench-fusion/1", "command": command, "settings": settings, "sizes": sizes,
-               "out_dir": shown(out_dir), "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
-               "provenance": provenance(profile, []), "complete": False, "rows": rows}
+    summary = {
+        "schema": "weft-bench-fusion/1",
+        "command": command,
+        "settings": settings,
+        "sizes": sizes,
+        "out_dir": shown(out_dir),
+        "unset_env": os.environ.get("WEFT_FUSION_BENCH_UNSET", ""),
+        "provenance": provenance(profile, []),
+        "complete": False,
+        "rows": rows,
+    }
 
     def record(row: dict) -> None:
         """Keep the row and rewrite summary.json, so an interrupted run keeps what it measured."""
@@ -482,12 +463,15 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     found = fused_regions(name, sizes[name], contract)
                 except Exception as error:  # noqa: BLE001
-                    print(f"{name}: cannot list the fused regions under {contract}: {type(error).__name__}: {error}")
+                    print(
+                        f"{name}: cannot list the fused regions under {contract}: {type(error).__name__}: {error}"
+                    )
                     continue
                 for region in found:
                     for count in threads:
-                        record(run_one(name, sizes[name], contract, count, settings, profile, out_dir,
-                                        region))
+                        record(
+                            run_one(name, sizes[name], contract, count, settings, profile, out_dir, region)
+                        )
     summary.update(complete=True, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     save_result(summary, out_dir / "summary.json")  # atomic, NaN-free JSON
     markdown = summary_markdown(summary)
