@@ -13,22 +13,28 @@ a ``weft-bench/1`` result (raw rounds, verdicts, provenance) that
 A comparison that cannot run (the fused arm does not compile, or computes something
 else) is kept as a *failed* row with the error text; the unfused arm is then timed
 alone with its A/A control so the row still has the unfused time and the floor.
+Beside each time the row records what the engine chose and what the compile lowered
+(a chosen region may be lowered member by member; a fused GEMM member loses BLAS).
+``--regions`` also times each distinct fused region alone, as a stage plan.
+The markdown is made by ``fusion_report.py`` (beside this file).
 
 Sizes: ``STANDARD_SIZES`` below keep the whole run (7 workloads x 2 thread counts x
-2 contracts) near ten minutes on a 2-core machine; ``--scale F`` multiplies the
+2 contracts) within about ten minutes on a 2-core machine; ``--scale F`` multiplies the
 principal size of every workload (``SCALED_PARAM``); ``--set W:KEY=VALUE`` sets one
 parameter; ``--quick`` uses each workload's ``small`` sizes and two blocks (a smoke
 run: its times mean nothing). The sizes used are written into every output.
 
     python benchmarks/fusion.py --quick
-    python benchmarks/fusion.py                      # standard sizes, ~10 min
+    python benchmarks/fusion.py                      # standard sizes, ~5-10 min
+    python benchmarks/fusion.py --regions            # ... and every distinct fused region alone
     python benchmarks/fusion.py --write-doc          # also refresh benchmarks/FUSION.md
     python benchmarks/fusion.py --workloads softmax --threads 1 --contracts inference
 
 Outputs (``--out-dir``, default ``benchmarks/results/fusion-<UTC stamp>[-quick]``):
 one ``<workload>-<contract>-t<threads>.json`` per comparison (and a
 ``...-unfused-only.json`` where the fused arm failed), ``summary.json`` (the rows,
-sizes, settings, provenance) and ``summary.md`` (the table).
+sizes, settings, provenance; rewritten after every comparison, ``complete`` once
+done) and ``summary.md`` (the tables).
 """
 
 from __future__ import annotations
