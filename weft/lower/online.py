@@ -43,7 +43,18 @@ from weft.compose.rescale import (
     pass_schedule,
     streamed_members,
 )
-from weft.ir import Axis, AxisIndex, Expr, Kernel, Plan, UnaryOp, expr_axes, expr_children, expr_loads
+from weft.ir import (
+    Axis,
+    AxisIndex,
+    Combiner,
+    Expr,
+    Kernel,
+    Plan,
+    UnaryOp,
+    expr_axes,
+    expr_children,
+    expr_loads,
+)
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
     SCRATCH_BUDGET,
@@ -104,6 +115,7 @@ class OnlinePass:
     block: int = 1
     row_count: int = 1
     row_flat: str = "0"
+    fold_lanes: bool = False  # Inference: vectors along the pass axis (no dependent has extra axes)
 
     @property
     def name(self) -> str:
@@ -148,19 +160,71 @@ class OnlinePass:
             emit(depth, f"{ctype} {dependent.accumulator}[{size}];")
             init = fold_identity(dependent.fold.combiner, dtype)
             emit(depth, f"for (long wo_n = 0; wo_n < {size}; wo_n++) {dependent.accumulator}[wo_n] = {init};")
+        lanes = self.lanes
+        if self.fold_lanes:  # one vector accumulator per row and dependent, lanes along the pass axis
+            for dependent in self.dependents:
+                init = fold_identity(dependent.fold.combiner, dtype)
+                emit(depth, f"{ctype} {dependent.accumulator}_v[{self.row_count * lanes}] __attribute__((aligned(64)));")
+                emit(depth, f"for (long wo_n = 0; wo_n < {self.row_count * lanes}; wo_n++) {dependent.accumulator}_v[wo_n] = {init};")
         extent = online.extent
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
         for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
             _NestWriter(nest, lines, counter).write(depth + 1)
         inner = self._row_loops(lines, depth + 1)
         emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{self.row_flat}]}}; {ctype} wo_ref_new[1];")
-        emit(inner, f"for (long {self.step} = wo_jb; {self.step} < wfc_minl(wo_jb + {self.block}, {extent}); {self.step}++) {{")
-        step = inner + 1
+        emit(inner, f"long {self.step} = wo_jb; const long wo_stop = wfc_minl(wo_jb + {self.block}, {extent});")
+        if self.fold_lanes:
+            emit(inner, f"for (; {self.step} + {lanes} <= wo_stop; {self.step} += {lanes}) {{")
+            self._render_step(lines, inner + 1, counter, dtype, vector=True)
+            emit(inner, "}")
+        emit(inner, f"for (; {self.step} < wo_stop; {self.step}++) {{")
+        self._render_step(lines, inner + 1, counter, dtype, vector=False)
+        emit(inner, "}")
+        emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_old[0];")
+        for _ in self.rows:
+            inner -= 1
+            emit(inner, "}")
+        emit(depth, "}")
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
+        inner = self._row_loops(lines, depth)
+        self._store(lines, inner, counter, reference, env_ref, f"wo_ref[{self.row_flat}]")
+        for dependent in self.dependents:
+            self._render_final(lines, inner, counter, dependent, dtype)
+        for _ in self.rows:
+            inner -= 1
+            emit(inner, "}")
+        emit(indent, "}")
+
+    def _vector_slot(self, dependent: PassDependent) -> str:
+        return f"&{dependent.accumulator}_v[({self.row_flat}) * {self.lanes}]"
+
+    def _render_step(self, lines, step: int, counter, dtype, vector: bool) -> None:
+        """One point (or, with ``vector``, one vector of points) of the pass axis for one row."""
+        online, reference = self.online, self.reference
+        ctype = SCALAR_TYPE[dtype]
+        emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
         env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
         env_ref[online.reference_axis] = self.step
         running = {reference.output: "wo_ref_new"}
-        term = self._renderer(lines, step, counter, env_ref, {}).render(online.reference_term)
-        emit(step, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term.code) + ";")
+        renderer = self._renderer(lines, step, counter, env_ref, {})
+        if vector:  # the reference moves once per vector, by the vector's own extremum
+            renderer.vector_axis = online.reference_axis
+            terms = counter.fresh("wo_t")
+            emit(step, f"const wf_vf {terms} = {renderer.splat(renderer.render(online.reference_term))};")
+            emit(step, f"{ctype} wo_bm = {terms}[0];")
+            pick = combine(online.reference_combiner, dtype, False, "wo_bm", f"{terms}[wo_l]")
+            reduce = f"for (int wo_l = 1; wo_l < {self.lanes}; wo_l++) wo_bm = {pick};"
+            if online.reference_combiner is Combiner.SUM:
+                emit(step, reduce)
+            else:  # the reference rarely moves: reduce the vector only when a lane passes it
+                beyond = ">" if online.reference_combiner is Combiner.MAX else "<"
+                emit(step, f"const wf_vi wo_up = ({terms} {beyond} wfc_splat_f(wo_ref_old[0])) | ({terms} != {terms});")
+                emit(step, "const wf_vi wo_none = {0};")
+                emit(step, f"if (memcmp(&wo_up, &wo_none, sizeof wo_up) != 0) {{ {reduce} }} else wo_bm = wo_ref_old[0];")
+            term = "wo_bm"
+        else:
+            term = renderer.render(online.reference_term).code
+        emit(step, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term) + ";")
         rescaled = [d for d in self.dependents if d.fold.exponent is not None]
         if rescaled:
             emit(step, "if (wo_ref_new[0] != wo_ref_old[0]) {")
@@ -170,25 +234,23 @@ class OnlinePass:
                 old = self._renderer(lines, step + 1, counter, env, {reference.output: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
                 factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
                 emit(step + 1, f"{{ const {ctype} wo_c = {factor};")
-                emit(step + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c; }}")
+                emit(step + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
+                if self.fold_lanes:
+                    slot = self._vector_slot(dependent)
+                    emit(step + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
+                emit(step + 1, "}")
             emit(step, "}")
         for dependent in self.dependents:
-            self._render_update(lines, step, counter, dependent, running, dtype)
+            if vector:
+                renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
+                renderer.vector_axis = dependent.fold.fold_axis
+                value = renderer.splat(renderer.render(dependent.fold.term))
+                slot = self._vector_slot(dependent)
+                update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
+                emit(step, f"wfc_store_f({slot}, {update});")
+            else:
+                self._render_update(lines, step, counter, dependent, running, dtype)
         emit(step, "wo_ref_old[0] = wo_ref_new[0];")
-        emit(inner, "}")
-        emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_old[0];")
-        for _ in self.rows:
-            inner -= 1
-            emit(inner, "}")
-        emit(depth, "}")
-        inner = self._row_loops(lines, depth)
-        self._store(lines, inner, counter, reference, env_ref, f"wo_ref[{self.row_flat}]")
-        for dependent in self.dependents:
-            self._render_final(lines, inner, counter, dependent, dtype)
-        for _ in self.rows:
-            inner -= 1
-            emit(inner, "}")
-        emit(indent, "}")
 
     def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype) -> None:
         """``acc = combine(acc, term)`` at every extra point; the innermost extra axis runs in
@@ -253,6 +315,10 @@ class OnlinePass:
         renderer = self._renderer(lines, depth, counter, env, {}, dependent.kernel)
         value = counter.fresh("wo_v")
         lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {value} = {self._slot(dependent)};")
+        if self.fold_lanes:
+            lane = f"{dependent.accumulator}_v[({self.row_flat}) * {self.lanes} + wo_l]"
+            merge = combine(dependent.fold.combiner, dtype, False, value, lane)
+            lines.append("    " * depth + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {value} = {merge};")
         for expr in dependent.fold.scale_by:
             lines.append("    " * depth + f"{value} = {value} * {renderer.render(expr).code};")
         for expr in dependent.fold.divide_by:
@@ -396,9 +462,15 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         count = size if start == TILE_VARIABLE else next(a.extent for a in reference.axes if a.name == axis)
         row_flat = f"({row_flat}) * {count} + ({var} - {start})" if row_flat != "0" else f"({var} - {start})"
         row_count *= count
+    if not streamed:  # nothing to compute per block: each row walks the whole axis at once
+        block = online.extent
+    fold_lanes = (
+        target.lanes > 1 and online.extent >= target.lanes and all(d.count == 1 for d in dependents)
+        and local_views[reference.output].dtype.is_float
+    )
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, row_flat,
+        target.lanes, block, row_count, row_flat, fold_lanes,
     )
 
 
