@@ -1,0 +1,109 @@
+"""An independent float64 evaluator of plans (for Inference tolerance checks).
+
+Written for tests, apart from the oracle: every member is evaluated over the full
+grid of its output and fold axes at once, in float64, and folded with NumPy's own
+(pairwise) reductions, so it shares neither order nor precision with the code
+under test. Transcendentals are float64 NumPy/SciPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Cast,
+    Combiner,
+    Const,
+    DType,
+    IndexAdd,
+    IndexConst,
+    IndexFloorDiv,
+    IndexMod,
+    IndexMul,
+    IndexOf,
+    IndexValue,
+    Load,
+    Plan,
+    Unary,
+    UnaryOp,
+    Where,
+)
+
+UNARY = {
+    UnaryOp.NEG: np.negative, UnaryOp.ABS: np.abs, UnaryOp.EXP: np.exp, UnaryOp.LOG: np.log,
+    UnaryOp.SQRT: np.sqrt, UnaryOp.RSQRT: lambda x: 1.0 / np.sqrt(x), UnaryOp.TANH: np.tanh,
+    UnaryOp.ERF: special.erf, UnaryOp.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)), UnaryOp.NOT: np.logical_not,
+}
+BINARY = {
+    BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply, BinaryOp.DIV: np.divide,
+    BinaryOp.MAX: np.fmax, BinaryOp.MIN: np.fmin, BinaryOp.LT: np.less, BinaryOp.LE: np.less_equal,
+    BinaryOp.GT: np.greater, BinaryOp.GE: np.greater_equal, BinaryOp.EQ: np.equal, BinaryOp.NE: np.not_equal,
+    BinaryOp.AND: np.logical_and, BinaryOp.OR: np.logical_or,
+}
+FOLD = {Combiner.SUM: np.sum, Combiner.MAX: np.max, Combiner.MIN: np.min}
+
+
+def evaluate64(plan: Plan, arrays) -> tuple[np.ndarray, ...]:
+    """The plan's outputs in float64 (float buffers only; ints and bools stay exact)."""
+    values = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in zip(plan.inputs, arrays)}
+    for kernel in plan.kernels:
+        axes = kernel.all_axes
+        grid = {a.name: np.arange(a.extent).reshape([-1 if n == p else 1 for p in range(len(axes))])
+                for n, a in enumerate(axes)}
+
+        def index(node):
+            match node:
+                case AxisIndex(axis):
+                    return grid[axis]
+                case IndexConst(value):
+                    return value
+                case IndexAdd(left, right):
+                    return index(left) + index(right)
+                case IndexMul(operand, factor):
+                    return index(operand) * factor
+                case IndexFloorDiv(operand, divisor):
+                    return np.floor_divide(index(operand), divisor)
+                case IndexMod(operand, divisor):
+                    return np.mod(index(operand), divisor)
+                case IndexOf(value):
+                    return np.asarray(expr(value)).astype(np.int64)
+            raise TypeError(node)
+
+        def expr(node):
+            match node:
+                case Load(buffer, idx, padding):
+                    array = values[buffer]
+                    positions = [np.asarray(index(i)) for i in idx]
+                    if not positions:
+                        return array[()]
+                    inside = np.ones((), bool)
+                    for p, extent in zip(positions, array.shape):
+                        inside = inside & (p >= 0) & (p < extent)
+                    clipped = tuple(np.clip(p, 0, e - 1) for p, e in zip(positions, array.shape))
+                    return np.where(inside, array[clipped], padding) if padding is not None else array[clipped]
+                case Const(value, dtype):
+                    return np.float64(value) if dtype is DType.FLOAT32 else value
+                case IndexValue(idx, _):
+                    return np.asarray(index(idx))
+                case Unary(op, operand):
+                    return UNARY[op](expr(operand))
+                case Binary(op, left, right):
+                    return BINARY[op](expr(left), expr(right))
+                case Where(condition, a, b):
+                    return np.where(expr(condition), expr(a), expr(b))
+                case Cast(operand, dtype):
+                    inner = np.asarray(expr(operand))
+                    return inner.astype(np.float64) if dtype is DType.FLOAT32 else inner.astype(dtype.value)
+            raise TypeError(node)
+
+        with np.errstate(all="ignore"):
+            full = np.broadcast_to(expr(kernel.body), tuple(a.extent for a in axes))
+            if kernel.fold is not None:
+                fold_positions = tuple(range(len(kernel.axes), len(axes)))
+                full = FOLD[kernel.fold.combiner](full, axis=fold_positions)
+        values[kernel.output] = np.array(full).reshape(kernel.shape)
+    return tuple(values[name] for name in plan.outputs)
