@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from weft.errors import CompileError
+
 _POINTERS = ctypes.POINTER(ctypes.c_void_p)
 
 
@@ -42,7 +44,14 @@ class NativeRunner:
     """Calls into one compiled plan; holds its arena."""
 
     def __init__(self, so_path: Path, arena_bytes: int, functions: int) -> None:
-        self.library = ctypes.CDLL(str(so_path))
+        try:
+            self.library = ctypes.CDLL(str(so_path))
+        except OSError as error:
+            raise CompileError(
+                f"compiled plan {so_path} cannot be loaded ({error}); if it names libgomp or libomp, install"
+                " the OpenMP runtime (Debian/Ubuntu: apt-get install libgomp1)",
+                command=(), stderr=str(error), source_path=str(so_path.with_suffix(".c")),
+            ) from None
         self.functions = functions
         self.run_fn = self.library.wf_run
         self.run_fn.restype = ctypes.c_int
