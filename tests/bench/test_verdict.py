@@ -116,7 +116,9 @@ def test_judge_all_puts_the_control_first():
 def test_palindrome_schedule():
     assert block_order(("A", "B"), 0) == ("A", "B", "B", "A")
     assert block_order(("A", "B"), 1) == ("B", "A", "A", "B")
-    assert schedule(("A", "B", "C"), 2)[1] == ("C", "B", "A", "A", "B", "C")
+    assert schedule(("A", "B", "C"), 2)[1] == ("B", "C", "A", "A", "C", "B")
+    # over as many blocks as arms, every arm opens a block once
+    assert sorted(order[0] for order in schedule(("A", "B", "C"), 3)) == ["A", "B", "C"]
     assert process_round_order(("A", "B"), 1) == ("B", "A")
     with pytest.raises(ValueError):
         block_order(("A", "A"), 0)
@@ -125,3 +127,34 @@ def test_palindrome_schedule():
 def test_block_json_round_trip():
     block = Block(("A", "B", "B", "A"), (1.0, 2.0, 2.0, 1.0))
     assert Block.from_json(block.to_json()) == block
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+times = st.floats(min_value=1e-6, max_value=1.0, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(times, times, times, times), min_size=2, max_size=6), st.floats(0.01, 100.0))
+def test_verdict_is_unchanged_by_the_unit_of_time(rows, scale):
+    blocks = [Block(("A", "B", "B", "A") if i % 2 == 0 else ("B", "A", "A", "B"), row) for i, row in enumerate(rows)]
+    scaled = [Block(b.order, tuple(s * scale for s in b.seconds)) for b in blocks]
+    first, second = compare(blocks, "A", "B", 0.01), compare(scaled, "A", "B", 0.01)
+    assert first.status == second.status and first.speedup_of == second.speedup_of
+    assert first.paired_median_ratio == pytest.approx(second.paired_median_ratio)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(times, times), min_size=1, max_size=6))
+def test_an_arm_against_an_exact_copy_of_itself_passes_without_speedup(rows):
+    # both arms see the very same time at each position of each block
+    blocks = []
+    for i, (first, last) in enumerate(rows):
+        order = ("A", "B", "B", "A") if i % 2 == 0 else ("B", "A", "A", "B")
+        blocks.append(Block(order, (first, first, last, last)))
+    verdict = compare(blocks, "A", "B", floor=control_floor(blocks, "A", "B"))
+    assert verdict.speedup_of is None
+    assert verdict.status in (PASS, INCONCLUSIVE)  # inconclusive only when first/last drift > 5%
+    if verdict.spread <= 0.05:
+        assert verdict.status == PASS

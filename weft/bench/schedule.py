@@ -1,10 +1,16 @@
-"""Interleaved order of rounds: palindrome blocks, alternately forward and reversed.
+"""Interleaved order of rounds: palindrome blocks whose outer arm changes every block.
 
 For two arms the blocks are ``A B B A``, ``B A A B``, ``A B B A``... so slow drift
-of the machine hits both arms equally. More arms extend the palindrome::
+of the machine hits both arms equally. More arms extend the palindrome and rotate
+it one place per block, so every arm takes every ring of the palindrome in turn
+(the outer ring sits next to the block boundary, the inner one runs twice in a row;
+an A/A control that always sat in the same ring as its twin could differ by that
+alone)::
 
     >>> block_order(("A", "A:control", "B"), 0)
     ('A', 'A:control', 'B', 'B', 'A:control', 'A')
+    >>> block_order(("A", "A:control", "B"), 1)
+    ('A:control', 'B', 'A', 'A', 'B', 'A:control')
     >>> block_order(("A", "B"), 1)
     ('B', 'A', 'A', 'B')
 
@@ -19,10 +25,11 @@ from collections.abc import Sequence
 
 
 def block_order(arms: Sequence[str], index: int) -> tuple[str, ...]:
-    """The execution order of block ``index``: forward-then-back, reversed on odd blocks."""
+    """The execution order of block ``index``: the arms rotated ``index`` places, then back."""
     if len(set(arms)) != len(arms):
         raise ValueError(f"arm labels must be distinct, got {list(arms)}")
-    order = tuple(arms) if index % 2 == 0 else tuple(reversed(arms))
+    shift = index % len(arms)
+    order = tuple(arms[shift:]) + tuple(arms[:shift])
     return order + tuple(reversed(order))
 
 
