@@ -160,9 +160,11 @@ class _NestWriter:
             self.emit(body, f"for (; {u} + {rows} <= ({r.stop}); {u} += {rows}) {{")
             self.tile(body + 1, rows)
             self.emit(body, "}")
-            self.emit(body, f"for (; {u} < ({r.stop}); {u}++) {{")
-            self.tile(body + 1, 1)
-            self.emit(body, "}")
+            extent = _static_extent(r)
+            if extent is None or extent % rows:
+                self.emit(body, f"for (; {u} < ({r.stop}); {u}++) {{")
+                self.tile(body + 1, 1)
+                self.emit(body, "}")
         else:
             self.tile(body, 1)
         if nest.vector_axis is not None:
@@ -178,8 +180,13 @@ class _NestWriter:
             self.block(indent, rows, [(None, False)])
             return
         span = nest.block_vectors * lanes
+        full = [(f"wf_v0 + {c * lanes}", True) for c in range(nest.block_vectors)]
+        extent = _static_extent(nest.axis_range(nest.vector_axis))
+        if extent is not None and extent % span == 0:  # every block is full: no remainder code
+            self.block(indent, rows, full)
+            return
         self.emit(indent, f"if (wf_vn == {span}) {{")
-        self.block(indent + 1, rows, [(f"wf_v0 + {c * lanes}", True) for c in range(nest.block_vectors)])
+        self.block(indent + 1, rows, full)
         self.emit(indent, "} else {")
         self.emit(indent + 1, "long wf_c = 0;")
         self.emit(indent + 1, f"for (; wf_c + {lanes} <= wf_vn; wf_c += {lanes}) {{")
@@ -359,6 +366,14 @@ class _NestWriter:
         cast = "(uint8_t)" if self.dtype is DType.BOOL else ""
         self.emit(indent, f"for (int {lane} = 0; {lane} < {self.nest.lanes}; {lane}++) "
                           f"{pointer}[{renderer.address(view, lane_positions)}] = {cast}{element};")
+
+
+def _static_extent(axis_range) -> int | None:
+    """The number of points of a range whose bounds are integer literals, else None."""
+    try:
+        return int(axis_range.stop) - int(axis_range.start)
+    except ValueError:
+        return None
 
 
 def _clean(name: str) -> str:
