@@ -148,9 +148,11 @@ def compile_plan(plan, spec: ArmSpec):
         raise
 
 
-def build_weft_runner(spec: ArmSpec, plan, arrays) -> Runner:
+def build_weft_runner(spec: ArmSpec, plan, arrays, compiled=None) -> Runner:
+    """A Weft arm; ``compiled`` reuses a CompiledPlan (the A/A control shares its twin's
+    code and arena, with its own preallocated outputs, so memory is not doubled)."""
     start = time.perf_counter()
-    compiled = compile_plan(plan, spec)
+    compiled = compiled if compiled is not None else compile_plan(plan, spec)
     outputs = as_tuple(compiled(*arrays))
     step = compiled.prepare(*arrays) if hasattr(compiled, "prepare") else (lambda: compiled(*arrays))
     if spec.kind == "test":
@@ -211,3 +213,13 @@ def build_runner(spec: ArmSpec, workload, params: dict, plan, arrays) -> Runner:
     if spec.kind == "peer":
         return build_peer_runner(spec, workload, params, arrays)
     return build_weft_runner(spec, plan, arrays)
+
+
+def control_runner(twin: Runner, spec: ArmSpec, plan, arrays) -> Runner:
+    """The A/A control of ``twin``: the same arm, labelled ``spec.label``.
+
+    A Weft twin's compiled plan is shared (own outputs); a peer's function is shared
+    too (a second torch.compile would only cost time)."""
+    if twin.compiled is not None:
+        return build_weft_runner(spec, plan, arrays, compiled=twin.compiled)
+    return Runner(spec, twin.call, twin.outputs, dict(twin.provenance), twin.memory_bytes, 0.0, None)

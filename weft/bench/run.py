@@ -23,6 +23,7 @@ from weft.bench.arms import (
     Runner,
     as_tuple,
     build_runner,
+    control_runner,
     parse_arm,
     parse_arms,
 )
@@ -132,13 +133,16 @@ def measure(context: Context, options: BenchOptions, profile, progress: Callable
     specs = parse_arms(options.arms, options.threads, options.allow_test_arms)
     baseline = specs[0]
     control = replace(baseline, label=baseline.label + CONTROL_SUFFIX)
-    runners, unavailable = [], {}
-    for spec in [baseline, control] + specs[1:]:
+    try:
+        twin = build_runner(baseline, context.workload, context.params, context.plan, context.arrays)
+    except ArmUnavailable as error:
+        raise BenchError(f"the baseline arm cannot run: {error}") from None
+    runners = [twin, control_runner(twin, control, context.plan, context.arrays)]
+    unavailable = {}
+    for spec in specs[1:]:
         try:
             runners.append(build_runner(spec, context.workload, context.params, context.plan, context.arrays))
         except ArmUnavailable as error:
-            if spec.label in (baseline.label, control.label):
-                raise BenchError(f"the baseline arm cannot run: {error}") from None
             unavailable[spec.label] = str(error)
     candidates = [r.spec.label for r in runners[2:]]
     if specs[1:] and not candidates:
