@@ -110,7 +110,7 @@ class CompiledPlan:
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
                              f"({', '.join(self.output_names)}), got {len(given)}")
-        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs):
+        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=False):
             if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
                 got = (array.shape, array.dtype) if isinstance(array, np.ndarray) else type(array).__name__
                 raise InputError(f"plan {self.plan.name}: out array for {name} must have shape {shape} and "
@@ -131,7 +131,7 @@ class CompiledPlan:
         )
 
     def results(self, outputs: list[np.ndarray]):
-        by_name = dict(zip(self.output_names, outputs))
+        by_name = dict(zip(self.output_names, outputs, strict=False))
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
@@ -169,7 +169,7 @@ class CompiledPlan:
         )
         if status:
             raise self.gather_error(status)
-        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds)]
+        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=False)]
 
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate

@@ -47,63 +47,72 @@ BINARY = {
 FOLD = {Combiner.SUM: np.sum, Combiner.MAX: np.max, Combiner.MIN: np.min}
 
 
+class _Member:
+    """One member's body evaluated over the grid of all its axes."""
+
+    def __init__(self, values, grid):
+        self.values, self.grid = values, grid
+
+    def index(self, node):
+        match node:
+            case AxisIndex(axis):
+                return self.grid[axis]
+            case IndexConst(value):
+                return value
+            case IndexAdd(left, right):
+                return self.index(left) + self.index(right)
+            case IndexMul(operand, factor):
+                return self.index(operand) * factor
+            case IndexFloorDiv(operand, divisor):
+                return np.floor_divide(self.index(operand), divisor)
+            case IndexMod(operand, divisor):
+                return np.mod(self.index(operand), divisor)
+            case IndexOf(value):
+                return np.asarray(self.expr(value)).astype(np.int64)
+        raise TypeError(node)
+
+    def expr(self, node):
+        match node:
+            case Load(buffer, idx, padding):
+                array = self.values[buffer]
+                positions = [np.asarray(self.index(i)) for i in idx]
+                if not positions:
+                    return array[()]
+                inside = np.ones((), bool)
+                for p, extent in zip(positions, array.shape, strict=True):
+                    inside = inside & (p >= 0) & (p < extent)
+                clipped = tuple(np.clip(p, 0, e - 1) for p, e in zip(positions, array.shape, strict=True))
+                return np.where(inside, array[clipped], padding) if padding is not None else array[clipped]
+            case Const(value, dtype):
+                return np.float64(value) if dtype is DType.FLOAT32 else value
+            case IndexValue(idx, _):
+                return np.asarray(self.index(idx))
+            case Unary(op, operand):
+                return UNARY[op](self.expr(operand))
+            case Binary(op, left, right):
+                return BINARY[op](self.expr(left), self.expr(right))
+            case Where(condition, a, b):
+                return np.where(self.expr(condition), self.expr(a), self.expr(b))
+            case Cast(operand, dtype):
+                inner = np.asarray(self.expr(operand))
+                return inner.astype(np.float64) if dtype is DType.FLOAT32 else inner.astype(dtype.value)
+        raise TypeError(node)
+
+
 def evaluate64(plan: Plan, arrays) -> tuple[np.ndarray, ...]:
     """The plan's outputs in float64 (float buffers only; ints and bools stay exact)."""
-    values = {n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in zip(plan.inputs, arrays)}
+    values = {
+        n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in zip(plan.inputs, arrays, strict=True)
+    }
     for kernel in plan.kernels:
         axes = kernel.all_axes
-        grid = {a.name: np.arange(a.extent).reshape([-1 if n == p else 1 for p in range(len(axes))])
-                for n, a in enumerate(axes)}
-
-        def index(node):
-            match node:
-                case AxisIndex(axis):
-                    return grid[axis]
-                case IndexConst(value):
-                    return value
-                case IndexAdd(left, right):
-                    return index(left) + index(right)
-                case IndexMul(operand, factor):
-                    return index(operand) * factor
-                case IndexFloorDiv(operand, divisor):
-                    return np.floor_divide(index(operand), divisor)
-                case IndexMod(operand, divisor):
-                    return np.mod(index(operand), divisor)
-                case IndexOf(value):
-                    return np.asarray(expr(value)).astype(np.int64)
-            raise TypeError(node)
-
-        def expr(node):
-            match node:
-                case Load(buffer, idx, padding):
-                    array = values[buffer]
-                    positions = [np.asarray(index(i)) for i in idx]
-                    if not positions:
-                        return array[()]
-                    inside = np.ones((), bool)
-                    for p, extent in zip(positions, array.shape):
-                        inside = inside & (p >= 0) & (p < extent)
-                    clipped = tuple(np.clip(p, 0, e - 1) for p, e in zip(positions, array.shape))
-                    return np.where(inside, array[clipped], padding) if padding is not None else array[clipped]
-                case Const(value, dtype):
-                    return np.float64(value) if dtype is DType.FLOAT32 else value
-                case IndexValue(idx, _):
-                    return np.asarray(index(idx))
-                case Unary(op, operand):
-                    return UNARY[op](expr(operand))
-                case Binary(op, left, right):
-                    return BINARY[op](expr(left), expr(right))
-                case Where(condition, a, b):
-                    return np.where(expr(condition), expr(a), expr(b))
-                case Cast(operand, dtype):
-                    inner = np.asarray(expr(operand))
-                    return inner.astype(np.float64) if dtype is DType.FLOAT32 else inner.astype(dtype.value)
-            raise TypeError(node)
-
+        grid = {
+            axis.name: np.arange(axis.extent).reshape([-1 if n == p else 1 for p in range(len(axes))])
+            for n, axis in enumerate(axes)
+        }
         with np.errstate(all="ignore"):
-            full = np.broadcast_to(expr(kernel.body), tuple(a.extent for a in axes))
+            full = np.broadcast_to(_Member(values, grid).expr(kernel.body), tuple(a.extent for a in axes))
             if kernel.fold is not None:
-                fold_positions = tuple(range(len(kernel.axes), len(axes)))
-                full = FOLD[kernel.fold.combiner](full, axis=fold_positions)
+                full = FOLD[kernel.fold.combiner](full, axis=tuple(range(len(kernel.axes), len(axes))))
         values[kernel.output] = np.array(full).reshape(kernel.shape)
     return tuple(values[name] for name in plan.outputs)

@@ -34,7 +34,7 @@ def assert_same_bytes(got, want):
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         assert g.shape == w.shape and g.dtype == w.dtype
         assert g.tobytes() == w.tobytes(), f"max abs diff {np.nanmax(np.abs(g.astype(float) - w))}"
 

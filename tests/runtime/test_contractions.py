@@ -47,7 +47,7 @@ def test_strict_nests_are_bit_identical(traced, make_config):
     assert any(packed for packed, _ in kinds.values()), kinds
     assert any(transposed for _, transposed in kinds.values()), kinds
     got, want = compiled(*arrays), run(plan, *arrays)
-    for name, g, w in zip(plan.outputs, got, want):
+    for name, g, w in zip(plan.outputs, got, want, strict=False):
         assert g.tobytes() == w.tobytes(), name
 
 
@@ -59,5 +59,5 @@ def test_inference_matches_float64(traced, make_config, blas):
     assert any(isinstance(n, GemmCall) for n in _nests(compiled).values()) is blas
     a, b, bt, q, k, x = (arr.astype(np.float64) for arr in arrays)
     want = (a @ b, a @ bt.T, q @ k.transpose(0, 2, 1), x.sum((1, 2)), x.transpose(2, 1, 0).max(2))
-    for got, expected in zip(compiled(*arrays), want):
+    for got, expected in zip(compiled(*arrays), want, strict=False):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())

@@ -69,7 +69,7 @@ def test_every_nn_function_strict_byte_identical(traced, make_config):
     compiled = weft.compile(plan, config=make_config("strict"))
     got, want = compiled(*arrays), run(plan, *arrays)
     assert len(got) == len(want) > 50
-    mismatched = [n for n, (g, w) in enumerate(zip(got, want)) if g.tobytes() != w.tobytes() or g.shape != w.shape]
+    mismatched = [n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g.tobytes() != w.tobytes() or g.shape != w.shape]
     assert not mismatched, f"outputs {mismatched} ({[plan.outputs[n] for n in mismatched]}) differ from the oracle"
 
 
@@ -77,13 +77,13 @@ def test_every_nn_function_inference_within_tolerance(traced, make_config):
     plan, arrays = traced
     compiled = weft.compile(plan, config=make_config("inference"))
     got, want = compiled(*arrays), run(plan, *arrays)
-    for name, g, w in zip(plan.outputs, got, want):
+    for name, g, w in zip(plan.outputs, got, want, strict=False):
         w64 = w.astype(np.float64)
         scale = np.nanmax(np.abs(w64)) if w64.size and np.isfinite(w64).any() else 1.0
         np.testing.assert_allclose(g, w64, rtol=1e-4, atol=1e-5 * max(scale, 1.0), err_msg=name)
     # independent float64 references for the contraction and the normalisations
     x, w = arrays[0].astype(np.float64), arrays[2].astype(np.float64)
-    outputs = dict(zip(plan.outputs, got))
+    outputs = dict(zip(plan.outputs, got, strict=False))
     index = {n: i for i, n in enumerate(plan.outputs)}
     del outputs
     np.testing.assert_allclose(got[33], x @ w, rtol=1e-4, atol=1e-5)

@@ -34,11 +34,11 @@ def test_random_plans_strict_byte_identical(plans, make_config):
     arrays = _arrays(merged, 0)
     got = _as_tuple(weft.compile(merged, config=make_config("strict"))(*arrays))
     # each plan on its own through the oracle: the merged compile must agree with every one
-    by_name = dict(zip(merged.outputs, got))
-    values = dict(zip(merged.inputs, arrays))
+    by_name = dict(zip(merged.outputs, got, strict=False))
+    values = dict(zip(merged.inputs, arrays, strict=False))
     for plan in plans:
         want = _as_tuple(run(plan, *[values[n] for n in plan.inputs]))
-        for name, expected in zip(plan.outputs, want):
+        for name, expected in zip(plan.outputs, want, strict=False):
             actual = by_name[name]
             assert actual.shape == expected.shape
             assert actual.tobytes() == expected.tobytes(), f"{name} differs\n{plan}"
@@ -54,7 +54,7 @@ def test_random_plans_inference_within_tolerance_of_float64(plans, make_config):
     got = _as_tuple(weft.compile(merged, config=make_config("inference"))(*arrays))
     strict = _as_tuple(run(merged, *arrays))
     reference = evaluate64(merged, arrays)
-    for name, actual, oracle, expected in zip(merged.outputs, got, strict, reference):
+    for name, actual, oracle, expected in zip(merged.outputs, got, strict, reference, strict=False):
         finite = np.isfinite(expected)
         assert np.array_equal(np.isfinite(actual), finite) or not finite.all(), name
         scale = float(np.max(np.abs(expected[finite]), initial=1.0))

@@ -272,7 +272,7 @@ class _NestWriter:
             self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
         else:
             self.emit(depth, f"for (long {variable} = 0; {variable} < {last.extent}; {variable}++) {{")
-        self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators)], None)
+        self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators, strict=False)], None)
         self.emit(depth, "}")
         for _ in kernel.fold_axes[:-1]:
             depth -= 1
@@ -286,7 +286,7 @@ class _NestWriter:
             self.emit(inner, f"for (int {lane} = 0; {lane} < {lanes}; {lane}++) "
                              f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[{lane}]')};")
         renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * inner, self.counter, {}, None)
-        for (row, column, vector), acc in zip(points, accumulators):
+        for (row, column, vector), acc in zip(points, accumulators, strict=False):
             renderer.env = self.point_env(row, column)
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
@@ -339,7 +339,7 @@ class _NestWriter:
         renderer.vector_axis = lane_axis
         combiner = self.kernel.fold.combiner
         for t in range(lanes):
-            for (row, column, _vector), acc in zip(points, accumulators):
+            for (row, column, _vector), acc in zip(points, accumulators, strict=False):
                 renderer.env = {**self.point_env(row, column), fold_axis: f"{variable} + {t}"}
                 value = renderer.render(self.kernel.body)
                 self.emit(depth, f"{acc} = {combine(combiner, self.dtype, True, acc, renderer.splat(value))};")
@@ -360,7 +360,7 @@ class _NestWriter:
             return
         lane = self.counter.fresh("l")
         lane_positions = tuple(
-            f"({env[a.name]} + {lane})" if a.name == v else p for a, p in zip(self.kernel.axes, positions)
+            f"({env[a.name]} + {lane})" if a.name == v else p for a, p in zip(self.kernel.axes, positions, strict=False)
         )
         element = f"({value}[{lane}] & 1)" if self.dtype is DType.BOOL else f"{value}[{lane}]"
         cast = "(uint8_t)" if self.dtype is DType.BOOL else ""

@@ -62,7 +62,7 @@ def axis_step(index: IndexExpr, axis: str) -> int | None:
 def address_step(load: Load, strides: tuple[int, ...], axis: str) -> int | None:
     """Change of the element address of ``load`` per unit step of ``axis``."""
     total = 0
-    for index, stride in zip(load.index, strides):
+    for index, stride in zip(load.index, strides, strict=False):
         step = axis_step(index, axis)
         if step is None:
             return None
