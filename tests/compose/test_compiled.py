@@ -95,12 +95,17 @@ def test_one_pass_attention_holds_no_rows_by_tokens_intermediate(fused_config):
 
 
 def test_strict_attention_keeps_a_tile_of_scores_in_scratch(fused_config):
-    plan = plans.attention(t=512, d=16, e=16)
+    """One query tile of one head: scores scratch is q_tile x tokens; tiles run over heads and queries."""
+    heads, tokens = 4, 512
+    plan = nn.trace(lambda q, k, v: nn.attention(q, k, v), *[nn.spec((1, heads, tokens, 16))] * 3)
     compiled = weft.compile(plan, config=fused_config("strict"))
     (function,) = compiled.lowered.functions
-    assert function.tile_loop is not None and function.tile_loop.size < 512
-    scores = next(s for s in function.scratch if "scratch_s" in s.pointer)
-    assert scores.elements == function.tile_loop.size * 512
+    scores = next(s for s in function.scratch if "scratch_attn_scores" in s.pointer)
+    assert scores.elements % tokens == 0
+    query_tile = scores.elements // tokens
+    assert 1 < query_tile < tokens
+    assert function.tile_loop.extent == heads * -(-tokens // query_tile) and function.tile_loop.parallel
+    assert compiled.arena_bytes == 0
 
 
 def test_compiled_explain_names_regions_rewrite_and_lowering(fused_config, capsys):

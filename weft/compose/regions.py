@@ -37,7 +37,8 @@ class Region:
     ``tile_axes`` pairs each member with its own axis name that carries the tile
     (empty when the anchor has no output axis, e.g. a scalar loss).
     ``anchor_axes`` lists every anchor axis still common to all members; the
-    first one is the tile axis this region lowers with.
+    first one is the tile axis this region lowers with. ``tile_maps`` gives, for
+    each of them (in the anchor's axis order), every member's axis carrying it.
     """
 
     anchor: str
@@ -47,6 +48,11 @@ class Region:
     private: tuple[str, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    tile_maps: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+
+    def tile_map(self, anchor_axis: str) -> dict[str, str]:
+        """member -> its axis carrying ``anchor_axis`` (any common anchor axis, not only the first)."""
+        return dict(dict(self.tile_maps)[anchor_axis])
 
     @property
     def size(self) -> int:
@@ -203,4 +209,8 @@ def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options:
         private=tuple(name for name in ordered if name != anchor and name not in plan.outputs),
         inputs=tuple(reads),
         outputs=tuple(name for name in ordered if name == anchor or name in plan.outputs),
+        tile_maps=tuple(
+            (axis.name, tuple((name, options[axis.name][name]) for name in ordered))
+            for axis in kernels[anchor].axes if axis.name in options
+        ),
     )

@@ -1,25 +1,30 @@
-"""Fused lowering: a region plus a tile size becomes one C function with one tile loop.
+"""Fused lowering: a region plus a tiling becomes one C function with one tile loop.
 
 Built on the hooks of ``weft.lower.nest`` (``AxisRange``, ``BufferView``,
 ``TileLoop``, ``Scratch``); each member keeps the nest the unfused path would give
-it, so every fold keeps the oracle's order and Strict stays bit-identical::
+it, so every fold keeps the oracle's order and Strict stays bit-identical.
 
-    for (wf_tile = 0; wf_tile < T; wf_tile += 16) {        /* parallel over tiles */
-        float s_scratch[16 * T];                            /* private: tile-local */
-        member s: i in [wf_tile, min(wf_tile + 16, T))      /* address (i - wf_tile) */
-        member m: ...                                       /* each fold ascending */
-        member o: writes rows [wf_tile, ...) of the output
+The region's tile axis (the longest common anchor axis) is cut into tiles of
+``size``; every common axis before it (batch, heads) into tiles of one, so
+tile-local scratch holds one query tile of one head, not of every head. The tiles
+of all those axes are enumerated by one flat, parallel loop::
+
+    for (wf_tile = 0; wf_tile < B*H*ceil(T/16); wf_tile += 1) {     /* parallel */
+        float s_scratch[1 * 1 * 16 * T];                            /* private: tile-local */
+        member s: b = wf_tile / (H*T/16), h = ..., i in [i0, min(i0 + 16, T))
+        member m: ...                                               /* each fold ascending */
+        member o: writes its rows of the output
     }
 
 A region whose tile-local scratch would not fit ``SCRATCH_BUDGET`` even with a
-tile of one is lowered member by member instead (reported by ``weft explain``
-through the compile, never silently wrong).
+tile of one is lowered member by member instead (``CompiledPlan.explain`` shows it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
@@ -41,72 +46,136 @@ SCRATCH_BUDGET = 256 * 1024
 TILE_VARIABLE = "wf_tile"
 
 
-def region_scratch_bytes(plan: Plan, region: Region, size: int, names: tuple[str, ...] | None = None) -> int:
-    """Bytes of tile-local scratch for ``region`` (or just ``names``) at tile ``size``."""
-    tile_of = dict(region.tile_axes)
-    total = 0
-    for name in region.private if names is None else names:
-        kernel = plan.kernel(name)
-        elements = 1
-        for axis in kernel.axes:
-            elements *= size if axis.name == tile_of[name] else axis.extent
-        total += elements * plan.buffer(name).dtype.itemsize
-    return total
+@dataclass(frozen=True, slots=True)
+class Tiling:
+    """Tiles of a region's common anchor axes, enumerated by one flat loop variable.
+
+    ``axes`` holds (anchor axis, extent, tile size), outermost first; ``maps`` gives
+    for each anchor axis every member's axis that carries it.
+    """
+
+    axes: tuple[tuple[str, int, int], ...]
+    maps: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+    @property
+    def count(self) -> int:
+        return math.prod(-(-extent // size) for _, extent, size in self.axes)
+
+    def size(self, anchor_axis: str) -> int:
+        return next(size for name, _, size in self.axes if name == anchor_axis)
+
+    def start(self, anchor_axis: str) -> str:
+        """The C expression of the current tile's first point along ``anchor_axis``."""
+        inner = 1
+        for name, extent, size in reversed(self.axes):
+            tiles = -(-extent // size)
+            if name == anchor_axis:
+                if tiles == 1:
+                    return "0"
+                index = TILE_VARIABLE if inner == 1 else f"({TILE_VARIABLE} / {inner})"
+                if inner * tiles < self.count:
+                    index = f"({index} % {tiles})"
+                return index if size == 1 else f"({index} * {size})"
+            inner *= tiles
+        raise KeyError(anchor_axis)
+
+    def stop(self, anchor_axis: str) -> str:
+        extent = next(extent for name, extent, _ in self.axes if name == anchor_axis)
+        size = self.size(anchor_axis)
+        if size >= extent:
+            return str(extent)
+        if extent % size == 0:
+            return f"({self.start(anchor_axis)} + {size})"
+        return f"wfc_minl({self.start(anchor_axis)} + {size}, {extent})"
+
+    def member_axes(self, member: str) -> dict[str, str]:
+        """``member``'s tiled axes -> the anchor axis each carries."""
+        return {dict(mapping)[member]: anchor_axis for anchor_axis, mapping in self.maps if member in dict(mapping)}
+
+    def ranges(self, member: str) -> dict[str, tuple[str, str, int]]:
+        """``member``'s tiled axes -> (start, stop, tile size) as C expressions."""
+        return {
+            axis: (self.start(anchor_axis), self.stop(anchor_axis), self.size(anchor_axis))
+            for axis, anchor_axis in self.member_axes(member).items()
+        }
 
 
-def choose_tile(plan: Plan, region: Region, extent: int, lanes: int) -> int | None:
+def region_tiling(plan: Plan, region: Region, size: int) -> Tiling:
+    """Tile ``region.tile_axis`` by ``size`` and every common axis before it by one."""
+    anchor = plan.kernel(region.anchor)
+    order = [axis.name for axis in anchor.axes]
+    primary = region.tile_axis
+    axes = []
+    for axis in anchor.axes:
+        if axis.name == primary:
+            axes.append((axis.name, axis.extent, min(size, axis.extent)))
+        elif axis.name in region.anchor_axes and order.index(axis.name) < order.index(primary):
+            axes.append((axis.name, axis.extent, 1))
+    maps = tuple((name, mapping) for name, mapping in region.tile_maps if name in {a for a, _, _ in axes})
+    if not maps:  # a region built without tile_maps: the primary axis alone
+        maps = ((primary, region.tile_axes),)
+        axes = [a for a in axes if a[0] == primary]
+    return Tiling(tuple(axes), maps)
+
+
+def tile_shape(plan: Plan, name: str, tiling: Tiling) -> tuple[int, ...]:
+    tiled = tiling.ranges(name)
+    return tuple(tiled[axis.name][2] if axis.name in tiled else axis.extent for axis in plan.kernel(name).axes)
+
+
+def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tuple[str, ...] | None = None) -> int:
+    """Bytes of tile-local scratch for ``region``'s private members (or just ``names``)."""
+    return sum(
+        math.prod(tile_shape(plan, name, tiling)) * plan.buffer(name).dtype.itemsize
+        for name in (region.private if names is None else names)
+    )
+
+
+def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling | None:
     """The largest tile (a multiple of the lanes where possible) whose scratch fits the budget."""
+    fits = fits or (lambda tiling: region_scratch_bytes(plan, region, tiling) <= SCRATCH_BUDGET)
     for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
-        size = min(size, extent)
-        if region_scratch_bytes(plan, region, size) <= SCRATCH_BUDGET:
-            return size
+        tiling = region_tiling(plan, region, size)
+        if fits(tiling):
+            return tiling
     return None
 
 
 def scratch_views(
-    plan: Plan, region: Region, views: dict[str, BufferView], size: int, taken: set[str], names: tuple[str, ...]
+    plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...]
 ) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
-    """``views`` with each buffer in ``names`` re-mapped to tile-local scratch of tile ``size``."""
-    tile_of = dict(region.tile_axes)
+    """``views`` with each buffer in ``names`` re-mapped to tile-local scratch."""
     result = dict(views)
     scratch = []
     for name in names:
         buffer = plan.buffer(name)
-        position = [axis.name for axis in plan.kernel(name).axes].index(tile_of[name])
-        tile_shape = tuple(size if n == position else extent for n, extent in enumerate(buffer.shape))
+        tiled = tiling.ranges(name)
+        axes = plan.kernel(name).axes
         pointer = c_identifier(f"scratch_{name}", taken)
+        shape = tile_shape(plan, name, tiling)
         result[name] = BufferView(
             buffer=name,
             pointer=pointer,
             dtype=buffer.dtype,
             shape=buffer.shape,  # logical shape: padding checks stay global
-            strides=row_major_strides(tile_shape),
-            offsets=tuple(TILE_VARIABLE if n == position else "0" for n in range(len(buffer.shape))),
+            strides=row_major_strides(shape),
+            offsets=tuple(tiled[axis.name][0] if axis.name in tiled else "0" for axis in axes),
         )
-        scratch.append(Scratch(pointer, buffer.dtype, math.prod(tile_shape)))
+        scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
     return result, tuple(scratch)
 
 
 def tiled_nest(
-    plan: Plan, region: Region, member: str, views: dict[str, BufferView], target: Target, size: int,
-    parallel: bool = False,
+    plan: Plan, member: str, views: dict[str, BufferView], target: Target, tiling: Tiling, parallel: bool = False
 ) -> MemberNest:
-    """``member``'s own nest, restricted to the rows of the current tile. It keeps its own
-    parallel loop only when asked (``parallel``: the tile loop has a single tile)."""
-    kernel = plan.kernel(member)
-    tile_axis = dict(region.tile_axes)[member]
-    extent = next(axis.extent for axis in kernel.axes if axis.name == tile_axis)
+    """``member``'s own nest, restricted to the current tile. It keeps its own parallel
+    loop only when asked (``parallel``: the tile loop has a single tile)."""
     # a library body ignores ranges, so inside a tile every member is a loop nest
-    nest = lower_member(kernel, views, dataclasses.replace(target, use_blas=False))
+    nest = lower_member(plan.kernel(member), views, dataclasses.replace(target, use_blas=False))
     assert isinstance(nest, MemberNest)
-    stop = f"wfc_minl({TILE_VARIABLE} + {size}, {extent})"
-    ranges = tuple(AxisRange(r.axis, TILE_VARIABLE, stop) if r.axis == tile_axis else r for r in nest.ranges)
+    tiled = tiling.ranges(member)
+    ranges = tuple(AxisRange(r.axis, *tiled[r.axis][:2]) if r.axis in tiled else r for r in nest.ranges)
     return dataclasses.replace(nest, ranges=ranges, parallel=parallel and nest.parallel)
-
-
-def region_extent(plan: Plan, region: Region) -> int:
-    anchor = plan.kernel(region.anchor)
-    return next(axis.extent for axis in anchor.axes if axis.name == dict(region.tile_axes)[region.anchor])
 
 
 def function_params(nests, private) -> tuple[BufferView, ...]:
@@ -118,26 +187,32 @@ def function_params(nests, private) -> tuple[BufferView, ...]:
     return tuple(params.values())
 
 
+def region_work(plan: Plan, region: Region) -> int:
+    return sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
+
+
+def tile_loop(plan: Plan, region: Region, tiling: Tiling) -> TileLoop:
+    parallel = tiling.count >= 2 and region_work(plan, region) >= PARALLEL_MIN_WORK
+    return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel)
+
+
 def lower_region(
     plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
 ) -> LoweredFunction | None:
     """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
-    extent = region_extent(plan, region)
-    size = tile or choose_tile(plan, region, extent, target.lanes)
-    if size is None:
+    tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
+    if tiling is None:
         return None
-    size = min(size, extent)
-    local_views, scratch = scratch_views(plan, region, views, size, taken, region.private)
-    tiles = -(-extent // size)
+    local_views, scratch = scratch_views(plan, views, tiling, taken, region.private)
     # one tile (a decode step's single row): parallelism comes from the members' own loops
-    nests = tuple(tiled_nest(plan, region, name, local_views, target, size, tiles == 1) for name in region.members)
-    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
+    single = tiling.count == 1
+    nests = tuple(tiled_nest(plan, name, local_views, target, tiling, single) for name in region.members)
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,
         nests=nests,
         params=function_params(nests, region.private),
-        tile_loop=TileLoop(TILE_VARIABLE, extent, size, parallel=tiles >= 2 and work >= PARALLEL_MIN_WORK),
+        tile_loop=tile_loop(plan, region, tiling),
         scratch=scratch,
         private=region.private,
     )

@@ -58,16 +58,21 @@ from weft.ir import (
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
     SCRATCH_BUDGET,
-    TILE_VARIABLE,
+    Tiling,
+    choose_tiling,
     function_params,
-    region_extent,
     region_function_name,
     region_scratch_bytes,
     scratch_views,
+    tile_loop,
+    tile_shape,
     tiled_nest,
 )
-from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch, TileLoop
-from weft.lower.schedule import PARALLEL_MIN_WORK, Target, c_identifier
+from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
+from weft.lower.schedule import Target, c_identifier
+
+PASS_LANES = 16
+"""Upper bound of vector lanes, for sizing the per-row vector accumulators."""
 
 PASS_BLOCK = 64
 """Points of the pass axis per block: streamed members are computed a block at a time."""
@@ -377,19 +382,23 @@ def _dependent_exprs(dependent: OnlineDependent) -> list[Expr]:
 
 
 def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[str, int],
-               local_views: dict[str, BufferView], size: int, block: int, target: Target) -> OnlinePass:
+               local_views: dict[str, BufferView], tiling: Tiling, block: int, target: Target) -> OnlinePass:
     """The pass for the rows of one tile; ``local_views`` already maps streamed members to
     their block scratch (``block_views``)."""
     tile_of = dict(region.tile_axes)
     reference = plan.kernel(online.reference)
     tile_axis = tile_of[reference.output]
-    rows = []
+    tiled = tiling.ranges(reference.output)
+    rows, counts = [], []
     for n, axis in enumerate(reference.axes):
         var = f"wo_r{n}"
-        if axis.name == tile_axis:
-            rows.append((axis.name, var, TILE_VARIABLE, f"wfc_minl({TILE_VARIABLE} + {size}, {axis.extent})"))
+        if axis.name in tiled:
+            start, stop, count = tiled[axis.name]
+            rows.append((axis.name, var, start, stop))
+            counts.append(count)
         else:
             rows.append((axis.name, var, "0", str(axis.extent)))
+            counts.append(axis.extent)
     dims: dict[str, list[str | None]] = {reference.output: [var for _, var, _, _ in rows]}
     env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, rows, strict=False)}
     env_ref[online.reference_axis] = "wo_j"
@@ -427,6 +436,12 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
             progress = True
         if not progress:
             raise _Unmappable("an axis of the pass cannot be matched to the reference's rows")
+    # every tiled axis of every member in the pass must walk the reference's rows of this tile
+    for anchor_axis, mapping in tiling.maps:
+        row_var = env_ref[dict(mapping)[reference.output]]
+        for name in list(streamed) + [d.member for d in online.dependents]:
+            if envs[name].get(dict(mapping)[name]) != row_var:
+                raise _Unmappable(f"{name} does not follow the tile along {anchor_axis}")
     local = set(streamed) | {reference.output}
     _check([online.reference_term], dims, env_ref, local)
     dependents = []
@@ -446,7 +461,7 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         kernel = plan.kernel(name)
         if kernel.axes[position].extent != online.extent:
             raise _Unmappable(f"{name} is walked over a different extent than the pass")
-        nest = tiled_nest(plan, region, name, local_views, target, size)
+        nest = tiled_nest(plan, name, local_views, target, tiling)
         step_axis = kernel.axes[position].name
         stop = f"wfc_minl(wo_jb + {block}, {online.extent})"
         ranges = tuple(AxisRange(r.axis, "wo_jb", stop) if r.axis == step_axis else r for r in nest.ranges)
@@ -458,9 +473,9 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
     touched -= set(streamed)
     views = tuple(local_views[name] for name in sorted(touched))
     row_count, row_flat = 1, "0"
-    for axis, var, start, _ in rows:
-        count = size if start == TILE_VARIABLE else next(a.extent for a in reference.axes if a.name == axis)
-        row_flat = f"({row_flat}) * {count} + ({var} - {start})" if row_flat != "0" else f"({var} - {start})"
+    for (_, var, start, _), count in zip(rows, counts, strict=True):
+        offset = var if start == "0" else f"({var} - {start})"
+        row_flat = offset if row_flat == "0" else f"({row_flat}) * {count} + {offset}"
         row_count *= count
     if not streamed:  # nothing to compute per block: each row walks the whole axis at once
         block = online.extent
@@ -475,34 +490,35 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
 
 
 def block_views(
-    plan: Plan, region: Region, streamed: dict[str, int], size: int, block: int, taken: set[str]
+    plan: Plan, streamed: dict[str, int], tiling: Tiling, block: int, taken: set[str]
 ) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
     """Each streamed member in scratch holding one tile of rows by one block of the pass axis."""
-    tile_of = dict(region.tile_axes)
     views, scratch = {}, []
     for name, position in streamed.items():
         buffer = plan.buffer(name)
-        tile_position = [axis.name for axis in plan.kernel(name).axes].index(tile_of[name])
+        tiled = tiling.ranges(name)
+        axes = plan.kernel(name).axes
         shape = tuple(
-            size if n == tile_position else block if n == position else extent for n, extent in enumerate(buffer.shape)
+            block if n == position else tiled[axis.name][2] if axis.name in tiled else axis.extent
+            for n, axis in enumerate(axes)
+        )
+        offsets = tuple(
+            "wo_jb" if n == position else tiled[axis.name][0] if axis.name in tiled else "0"
+            for n, axis in enumerate(axes)
         )
         pointer = c_identifier(f"block_{name}", taken)
-        offsets = tuple(
-            TILE_VARIABLE if n == tile_position else "wo_jb" if n == position else "0" for n in range(len(shape))
-        )
         views[name] = BufferView(name, pointer, buffer.dtype, buffer.shape, row_major_strides(shape), offsets)
         scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
     return views, tuple(scratch)
 
 
-def _state_bytes(plan: Plan, region: Region, online: OnlineFold, size: int) -> int:
+def _state_bytes(plan: Plan, online: OnlineFold, tiling: Tiling) -> int:
     """Running reference and accumulators of one tile's rows (stack arrays in the pass)."""
     reference = plan.kernel(online.reference)
     points = math.prod(axis.extent for axis in reference.axes)
-    tile_extent = next(a.extent for a in reference.axes if a.name == dict(region.tile_axes)[reference.output])
-    row_count = points // tile_extent * size
+    row_count = math.prod(tile_shape(plan, reference.output, tiling))
     per_row = 1 + sum(max(1, plan.buffer(d.member).size // points) for d in online.dependents)
-    return 4 * row_count * per_row
+    return 4 * row_count * (per_row + PASS_LANES * len(online.dependents))
 
 
 def lower_online_region(
@@ -517,45 +533,43 @@ def lower_online_region(
     streamed = streamed_members(plan, region, online)
     skipped = set(online.dissolved) | set(streamed)
     kept_private = tuple(name for name in region.private if name not in skipped)
-    extent = region_extent(plan, region)
     block = min(online.extent, PASS_BLOCK)
     probe = set(taken)
 
-    def tile_bytes(size: int) -> int:
+    def fits(tiling: Tiling) -> bool:
         blocks = sum(
-            plan.buffer(name).size // extent * size // plan.kernel(name).axes[position].extent * block
+            math.prod(tile_shape(plan, name, tiling)) // plan.kernel(name).axes[position].extent * block
             for name, position in streamed.items()
         )
-        return region_scratch_bytes(plan, region, size, kept_private) + 4 * blocks + _state_bytes(plan, region, online, size)
+        used = region_scratch_bytes(plan, region, tiling, kept_private) + 4 * blocks + _state_bytes(plan, online, tiling)
+        return used <= SCRATCH_BUDGET
 
-    size = next((min(s, extent) for s in (64, 32, 16, 8, 4, 2, 1) if tile_bytes(min(s, extent)) <= SCRATCH_BUDGET), None)
-    if size is None:
+    tiling = choose_tiling(plan, region, target.lanes, fits)
+    if tiling is None:
         return None
-    local_views, scratch = scratch_views(plan, region, views, size, probe, kept_private)
-    streamed_views, streamed_scratch = block_views(plan, region, streamed, size, block, probe)
+    local_views, scratch = scratch_views(plan, views, tiling, probe, kept_private)
+    streamed_views, streamed_scratch = block_views(plan, streamed, tiling, block, probe)
     local_views.update(streamed_views)
     scratch = scratch + streamed_scratch
     try:
-        online_pass = build_pass(plan, region, online, streamed, local_views, size, block, target)
+        online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
     except _Unmappable:
         return None
     schedule = pass_schedule(plan, region, online)
     if schedule is None:
         return None
     taken |= probe
-    single_tile = -(-extent // size) == 1
+    single = tiling.count == 1
     before, after = schedule
-    nests = [tiled_nest(plan, region, name, local_views, target, size, single_tile) for name in before]
+    nests = [tiled_nest(plan, name, local_views, target, tiling, single) for name in before]
     nests.append(online_pass)
-    nests += [tiled_nest(plan, region, name, local_views, target, size, single_tile) for name in after]
-    work = sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
-    tiles = -(-extent // size)
+    nests += [tiled_nest(plan, name, local_views, target, tiling, single) for name in after]
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,
         nests=tuple(nests),
         params=function_params(nests, region.private),
-        tile_loop=TileLoop(TILE_VARIABLE, extent, size, parallel=tiles >= 2 and work >= PARALLEL_MIN_WORK),
+        tile_loop=tile_loop(plan, region, tiling),
         scratch=scratch,
         private=region.private,
     )
