@@ -10,7 +10,6 @@ import weft.nn as nn
 from weft.compose import choose_regions
 from weft.lower.fused import Tiling, region_tiling
 
-
 _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
