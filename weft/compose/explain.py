@@ -132,7 +132,8 @@ def format_lowering(lowered) -> str:
         parts = [f"{function.name}: {' '.join(function.members)}"]
         if function.tile_loop is not None:
             loop = function.tile_loop
-            parts.append(f"tiles of {loop.size} over {loop.extent}{' (parallel)' if loop.parallel else ''}")
+            count = -(-loop.extent // loop.size)
+            parts.append(f"{count} tile{'s' if count != 1 else ''}{' (parallel)' if loop.parallel else ''}")
         if function.scratch:
             parts.append(f"scratch {sum(s.elements * s.dtype.itemsize for s in function.scratch)} B per tile")
         if "OnlinePass" in kinds:
