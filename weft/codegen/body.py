@@ -40,7 +40,7 @@ from weft.ir import (
     expr_axes,
     index_range,
 )
-from weft.lower.access import Access, address_step, load_access
+from weft.lower.access import Access, address_step, axis_step, load_access
 from weft.lower.nest import BufferView
 
 SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
@@ -219,8 +219,13 @@ class BodyRenderer:
         match expr:
             case Load():
                 return self.vector_load(expr)
-            case IndexValue():
-                return self.lanewise(expr)
+            case IndexValue(index, dtype):
+                step = axis_step(index, self.vector_axis)
+                if step is None:
+                    return self.lanewise(expr)
+                # affine along the lanes (a causal mask's j): base + step * (0, 1, 2, ...)
+                lanes = self.local(DType.INT64, True, f"(wfc_splat_l({self.index(index)}) + wfc_iota_l() * INT64_C({step}))")
+                return self.local(dtype, True, vector_cast(lanes, dtype))
             case Unary(op, operand):
                 inner = self.render(operand)
                 return self.local(inner.dtype, True, vector_unary(op, inner))

@@ -72,6 +72,7 @@ static inline wf_vl wfc_abs_l(wf_vl x) {{ return wfc_sel_l(x < wfc_splat_l(0), -
 static inline int64_t wfc_floordiv(int64_t a, int64_t b) {{ int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 static inline int64_t wfc_floormod(int64_t a, int64_t b) {{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
+static inline wf_vl wfc_iota_l(void) {{ return (wf_vl){{{iota}}}; }}
 /* lanes at a constant element stride (a row reduction with lanes along rows, a
    transpose): a hardware gather where there is one, never a store-forwarding stall */
 static inline wf_vf wfc_gather_f(const float *p, long stride) {{
@@ -138,4 +139,4 @@ def uses_reference_math() -> bool:
 
 
 def prelude(lanes: int) -> str:
-    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes, splat=', '.join(['s'] * lanes)) + transpose_source(lanes)
+    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes, splat=', '.join(['s'] * lanes), iota=', '.join(str(n) for n in range(lanes))) + transpose_source(lanes)

@@ -24,7 +24,7 @@ from weft.codegen.body import (
     Counter,
     c_literal,
 )
-from weft.ir import Combiner, DType
+from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
@@ -61,6 +61,7 @@ class _NestWriter:
         self.var = {a.name: f"a_{self.counter.fresh('x')}_{_clean(a.name)}" for a in self.kernel.all_axes}
         span = nest.block_vectors * nest.lanes
         fold_axes = tuple((a.name, a.extent) for a in self.kernel.fold_axes)
+        self.hoisted: dict = {}
         self.panels = {
             load: (self.counter.fresh("wf_panel"), fold_axes, span, nest.vector_axis) for load in nest.packed
         }
@@ -77,7 +78,32 @@ class _NestWriter:
                                 self.counter, {}, None)
         if packed:
             renderer.packed = dict(self.panels)
+        renderer.memo = dict(self.hoisted)
         return renderer
+
+    def hoist(self, depth: int, points) -> None:
+        """Render the body's fold-invariant parts (a causal mask, a row's scale) once per
+        point before the fold loops; the loop renderers start from these values."""
+        fold = {axis.name for axis in self.kernel.fold_axes}
+        invariant: list = []
+
+        def collect(node) -> None:
+            if not isinstance(node, Const) and not (expr_axes(node) & fold):
+                invariant.append(node)
+                return
+            for child in expr_children(node):
+                collect(child)
+
+        collect(self.kernel.body)
+        if not invariant:
+            return
+        renderer = self.renderer(depth)
+        for row, column, vector in points:
+            renderer.env = self.point_env(row, column)
+            renderer.vector_axis = self.nest.vector_axis if vector else None
+            for node in invariant:
+                renderer.render(node)
+        self.hoisted = renderer.memo
 
     def pack_panels(self, depth: int) -> None:
         """Fill each panel for the current vector block: every fold point x the block's lanes."""
@@ -246,6 +272,7 @@ class _NestWriter:
                 name = self.counter.fresh("vacc")
                 self.emit(inner, f"{VECTOR_TYPE[self.dtype]} {name} = wfc_splat_{SUFFIX[self.dtype]}({identity});")
                 lane_accumulators.append(name)
+        self.hoist(inner, points)
         depth = inner
         for axis in kernel.fold_axes[:-1]:
             variable = self.var[axis.name]
@@ -285,6 +312,7 @@ class _NestWriter:
             acc = accumulators[0]
             self.emit(inner, f"for (int {lane} = 0; {lane} < {lanes}; {lane}++) "
                              f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[{lane}]')};")
+        self.hoisted = {}
         renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * inner, self.counter, {}, None)
         for (row, column, vector), acc in zip(points, accumulators, strict=False):
             renderer.env = self.point_env(row, column)
