@@ -181,3 +181,19 @@ def test_prepare_profile_and_memory(make_config):
     assert compiled.memory_bytes() >= compiled.arena_bytes + 64 * 48 * 4
     assert compiled.source_path.exists() and compiled.so_path.exists()
     assert compiled.provenance["lanes"] in (4, 8, 16) and "-ffp-contract=off" in compiled.provenance["flags"]
+
+
+def test_threads_do_not_change_bytes(make_config):
+    """Parallel nests (work above the OpenMP threshold) give the same bytes at 1 and 2 threads."""
+    plan = matmul_softmax_plan(300, 70, 290)
+    assert plan.kernels[0].shape == (300, 290)
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((300, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 290)).astype(np.float32)
+    one = weft.compile(plan, config=make_config(threads=1))
+    two = weft.compile(plan, config=make_config(threads=2))
+    assert one.so_path == two.so_path  # threads are a call-time setting, not a compile-time one
+    nests = [f.nests[0] for f in two.lowered.functions]
+    assert any(n.parallel for n in nests)
+    assert_same_bytes(two(a, b), one(a, b))
+    assert_same_bytes(two(a, b), run(plan, a, b))
