@@ -45,3 +45,10 @@ def test_parse_setting():
     assert parse_setting("projection=true") == ("projection", True)
     with pytest.raises(WorkloadError, match="KEY=VALUE"):
         parse_setting("tokens")
+
+
+def test_explain_with_lowering_compiles(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
+    assert main(["explain", "softmax", "--contract", "inference", "--lowering", "--set", "rows=8", "--set", "cols=64"]) == 0
+    text = capsys.readouterr().out
+    assert "lowered:" in text and "one pass (rescaled)" in text

@@ -1,6 +1,7 @@
 """``weft explain WORKLOAD``: print the regions the engine forms for a workload, and why.
 
     weft explain attention --contract inference --set tokens=256
+    weft explain softmax --lowering          # compile too: tiles, scratch, one-pass form
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def load_workload_plan(name: str, params: dict):
 def run_explain(args: argparse.Namespace) -> int:
     params = dict(parse_setting(text) for text in args.set or ())
     plan = load_workload_plan(args.workload, params)
+    if args.lowering:  # compile too, and show what each region became
+        import weft
+
+        weft.compile(plan, args.contract, threads=1, fusion=args.fusion).explain()
+        return 0
     print(explain_plan(plan, policy=args.fusion, contract=args.contract).text())
     return 0
 
@@ -53,4 +59,5 @@ def register(subparsers) -> None:
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
     parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
+    parser.add_argument("--lowering", action="store_true", help="also compile, and show each region's tile loop and scratch")
     parser.set_defaults(handler=run_explain)
