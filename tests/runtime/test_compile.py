@@ -173,6 +173,12 @@ def test_prepare_profile_and_memory(make_config):
     prepared = compiled.prepare(a, b)
     assert prepared() is None
     assert_same_bytes(prepared.result(), run(plan, a, b))
+    assert compiled.raw_outputs is None
+    assert compiled.run_raw(a, b) is None
+    first = compiled.raw_outputs
+    compiled.run_raw(a, b)
+    assert compiled.raw_outputs is first  # the same buffers, reused
+    assert_same_bytes(compiled.raw_outputs, run(plan, a, b))
     rows = compiled.profile(a, b, repeats=3)
     assert [r[1] for r in rows] == [("c",), ("mx",), ("e",), ("s",), ("p",)]
     assert all(seconds >= 0 for _, _, seconds in rows)
