@@ -125,3 +125,16 @@ def test_fusion_policy_is_a_compile_parameter_not_a_global(fused_config):
     fused = weft.compile(plan, config=fused_config("strict"))
     unfused = weft.compile(plan, config=fused_config("strict", fusion="off"))
     assert len(fused.groups) == 1 and len(unfused.groups) == 4
+
+
+def test_cross_entropy_is_one_pass_with_no_logits_sized_scratch(fused_config):
+    rows, vocab = 8, 5000
+    plan = nn.trace(lambda x, t: nn.cross_entropy(x, t), nn.spec((rows, vocab)), nn.spec((rows,), "int64"))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    (region,) = [f for f in compiled.lowered.functions if len(f.members) > 1]
+    assert set(region.members) == {"ce_max", "ce_sumexp", "ce_loss"}
+    assert [type(nest).__name__ for nest in region.nests][0] == "OnlinePass"
+    assert sum(s.elements for s in region.scratch) < vocab and compiled.arena_bytes < 4 * vocab
+    arrays = inputs_for(plan, 9)
+    expected = evaluate64(plan, *arrays)[plan.outputs[0]]
+    np.testing.assert_allclose(compiled(*arrays), expected, rtol=1e-5)
