@@ -219,6 +219,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     fusion: str = "off",
     *,
     blas: bool | None = None,
+    lanes: int | None = None,
     config: Config | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` to native code.
@@ -228,6 +229,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
     ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
     ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
     when SciPy is importable).
+    ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
+    AVX2, else 4); a narrower width is for experiments and tests.
     """
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
@@ -235,7 +238,11 @@ def compile(  # noqa: A001 - the public name is weft.compile
     if blas is None:
         blas = scipy_sgemm_pointer() is not None
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
-    target = Target(lanes=lanes_for(cpu_features()), contract=config.contract, use_blas=use_blas)
+    if lanes is None:
+        lanes = lanes_for(cpu_features())
+    elif lanes not in (4, 8, 16):
+        raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
+    target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     lowered = _lower(plan, config, target)
     arena = plan_arena(plan, lowered)
     source = render_source(plan, lowered, arena)

@@ -64,9 +64,11 @@ def traced():
     return weft.trace(everything, *_specs(arrays), name="nn_everything"), arrays
 
 
-def test_every_nn_function_strict_byte_identical(traced, make_config):
+@pytest.mark.parametrize("lanes", [None, 8, 4])
+def test_every_nn_function_strict_byte_identical(traced, make_config, lanes):
+    """At the CPU's lane width and at the AVX2/NEON widths (other machines' code paths)."""
     plan, arrays = traced
-    compiled = weft.compile(plan, config=make_config("strict"))
+    compiled = weft.compile(plan, config=make_config("strict"), lanes=lanes)
     got, want = compiled(*arrays), run(plan, *arrays)
     assert len(got) == len(want) > 50
     mismatched = [n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g.tobytes() != w.tobytes() or g.shape != w.shape]
