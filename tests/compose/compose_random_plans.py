@@ -1,4 +1,5 @@
-"""Random plans for property tests: chains of row folds and elementwise members over (R, C).
+"""Random plans for property tests: chains of row folds and elementwise members over (R, C),
+sometimes repeated over a leading batch axis.
 
 They exercise what region growth and fused execution must get right: broadcast
 reads of row results, max-then-sum-of-exp chains (the rewrite's shape), folds
@@ -72,8 +73,26 @@ def random_plan(seed: int):
     members = [kernel.output for kernel in builder.kernels]
     outputs = [members[-1]] + [m for m in members[:-1] if rng.random() < 0.25]
     plan = verify(builder.plan(*outputs))
+    if rng.random() < 0.4:  # a leading batch axis: tiled by one ahead of the region's tile axis
+        plan = with_batch(plan, int(rng.integers(1, 4)))
     arrays = [rng.standard_normal(plan.buffer(n).shape).astype(np.float32) for n in plan.inputs]
     return plan, arrays
+
+
+def with_batch(plan, batch: int):
+    """``plan`` repeated over a leading batch axis: every buffer, member and load gains it."""
+    import dataclasses
+
+    from weft.compose.substitute import map_loads
+    from weft.ir import Axis, AxisIndex, Kernel, Load, Plan
+
+    def batched(kernel: Kernel) -> Kernel:
+        axis = f"bt_{kernel.output}"
+        body = map_loads(kernel.body, lambda load: Load(load.buffer, (AxisIndex(axis),) + load.index, load.padding))
+        return Kernel(kernel.output, (Axis(axis, batch),) + kernel.axes, body, kernel.fold)
+
+    buffers = tuple(dataclasses.replace(b, shape=(batch,) + b.shape) for b in plan.buffers)
+    return verify(Plan(buffers, tuple(batched(k) for k in plan.kernels), plan.inputs, plan.outputs, plan.name))
 
 
 def merge_plans(parts):
