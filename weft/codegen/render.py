@@ -158,7 +158,7 @@ class _NestWriter:
             counts.append("wf_ngroups")
         self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
         if nest.parallel:
-            self.emit(inner, "#pragma omp parallel for schedule(static)")
+            self.emit(inner, "#pragma omp parallel for schedule(guided)")
         self.emit(inner, "for (long wf_w = 0; wf_w < wf_items; wf_w++) {")
         body = inner + 1
         self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
