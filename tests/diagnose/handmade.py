@@ -80,3 +80,23 @@ def matmul_plan(size: int) -> Plan:
     kernel = Kernel("c", (Axis("i", size), Axis("j", size)), Binary(BinaryOp.MUL, Load("a", (i, k)), Load("b", (k, j))),
                     Fold((Axis("k", size),), Combiner.SUM))
     return Plan(buffers, (kernel,), ("a", "b"), ("c",), name="matmul")
+
+
+def ffn_plan(tokens: int, width: int, hidden: int) -> Plan:
+    """h = x @ w1; g = tanh(h); y = g @ w2: two big matrix products around an activation."""
+    i, j, k = AxisIndex("i"), AxisIndex("j"), AxisIndex("k")
+    buffers = (
+        Buffer("x", (tokens, width), F32, Role.INPUT), Buffer("w1", (width, hidden), F32, Role.PARAM),
+        Buffer("w2", (hidden, width), F32, Role.PARAM), Buffer("h", (tokens, hidden), F32, Role.INTERMEDIATE),
+        Buffer("g", (tokens, hidden), F32, Role.INTERMEDIATE), Buffer("y", (tokens, width), F32, Role.OUTPUT),
+    )
+    kernels = (
+        Kernel("h", (Axis("i", tokens), Axis("j", hidden)), Binary(BinaryOp.MUL, Load("x", (i, k)), Load("w1", (k, j))),
+               Fold((Axis("k", width),), Combiner.SUM)),
+        Kernel("g", (Axis("i", tokens), Axis("j", hidden)), Unary(UnaryOp.TANH, Load("h", (i, j)))),
+        Kernel("y", (Axis("i", tokens), Axis("j", width)), Binary(BinaryOp.MUL, Load("g", (i, k)), Load("w2", (k, j))),
+               Fold((Axis("k", hidden),), Combiner.SUM)),
+    )
+    plan = Plan(buffers, kernels, ("x", "w1", "w2"), ("y",), name="ffn")
+    verify(plan)
+    return plan

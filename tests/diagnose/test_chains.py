@@ -3,35 +3,54 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 
-from handmade import attention_plan, layernorm_plan, matmul_plan  # noqa: E402
+from handmade import attention_plan, ffn_plan, layernorm_plan, matmul_plan  # noqa: E402
 
-from weft.diagnose.chains import find_chains  # noqa: E402
+from weft.bench.roofline import floor  # noqa: E402
+from weft.diagnose.chains import FUSION_GAIN, find_chains, rank_chains  # noqa: E402
+
+BANDWIDTH, PEAK = 27e9, 99e9  # this machine, roughly: ridge 3.7 FLOP/B
 
 
 def test_attention_is_one_chain_with_the_score_matrix():
-    plan = attention_plan(64, 8)
+    plan = attention_plan(256, 16)
     chains = find_chains(plan)
     assert len(chains) == 1
     chain = chains[0]
     assert chain.members == ("s", "m", "e", "l", "p", "o")
     assert chain.inputs == ("q", "k", "v") and chain.outputs == ("o",)
-    assert chain.intermediate_bytes == 64 * 64 * 4 and chain.boundary_bytes == 64 * 8 * 4
+    assert chain.intermediate_bytes == 256 * 256 * 4 and chain.boundary_bytes == 256 * 16 * 4
     assert chain.strictly_larger
     # unfused: s (written, read by m and e), e (written, read by l and p), p (written, read by o)
-    assert chain.avoidable_bytes >= 8 * 64 * 64 * 4
-    # mark 3 is judged on the elementwise and reduction steps, not the two contractions
-    assert chain.step_members == ("m", "e", "l", "p")
-    assert chain.steps.intensity < chain.unfused.intensity
-    assert chain.holds(chain.steps.intensity * 1.5) and not chain.holds(chain.steps.intensity * 0.5)
+    assert chain.avoidable_bytes >= 8 * 256 * 256 * 4
+    assert chain.memory_bound_members(BANDWIDTH, PEAK) == ("m", "e", "l", "p")
+    # mark 3 by hand: per-member floors summed, against the chain's own floor
+    by_hand = sum(floor(w, BANDWIDTH, PEAK).seconds for w in chain.member_works)
+    assert chain.unfused_floor(BANDWIDTH, PEAK) == pytest.approx(by_hand)
+    assert chain.fusion_gain(BANDWIDTH, PEAK) == pytest.approx(1 - chain.fused_floor(BANDWIDTH, PEAK) / by_hand)
+    assert chain.holds(BANDWIDTH, PEAK)
+    # on a machine with effectively unlimited bandwidth nothing is worth fusing
+    assert not chain.holds(1e18, PEAK)
 
 
 def test_naive_layernorm_chain_absorbs_its_row_statistics():
-    chains = find_chains(layernorm_plan(16, 32))
-    assert len(chains) == 1
-    assert chains[0].members == ("mean", "xc", "var", "rstd", "y")
-    assert chains[0].large_intermediate and not chains[0].strictly_larger
+    (chain,) = find_chains(layernorm_plan(16, 32))
+    assert chain.members == ("mean", "xc", "var", "rstd", "y")
+    assert chain.large_intermediate and not chain.strictly_larger
+    assert chain.holds(BANDWIDTH, PEAK)  # all memory-bound: fused it reads x once and writes y once
+
+
+def test_feed_forward_is_a_chain_but_compute_bound():
+    plan = ffn_plan(512, 256, 1024)
+    (chain,) = find_chains(plan)
+    assert chain.members == ("h", "g", "y")
+    assert chain.large_intermediate  # h is T x 4C, larger than x, the weights' ... and y
+    assert chain.fusion_gain(BANDWIDTH, PEAK) < FUSION_GAIN
+    assert not chain.holds(BANDWIDTH, PEAK)
+    assert rank_chains([chain], BANDWIDTH, PEAK) == [chain]
 
 
 def test_a_single_matmul_is_no_chain():

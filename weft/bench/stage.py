@@ -1,7 +1,7 @@
 """A stage: one region of a plan cut out as a plan of its own, to time in isolation.
 
 ``--stage s,m,e`` names members (see ``weft plan WORKLOAD`` for their names);
-``--stage auto`` takes the largest fusion opportunity ``weft diagnose`` finds. The
+``--stage auto`` takes the fusion opportunity ``weft diagnose`` ranks first. The
 stage plan reads every buffer the members read from outside the region (plan inputs
 keep their values; intermediates get seeded random values: same inputs for every
 arm, never zeros) and writes what the rest of the plan reads from it.
@@ -21,12 +21,14 @@ from weft.oracle.interpreter import NUMPY_DTYPE
 def resolve_members(plan: Plan, region: str) -> tuple[str, ...]:
     names = [kernel.output for kernel in plan.kernels]
     if region.strip() == "auto":
-        from weft.diagnose.chains import find_chains
+        from weft.cost.machine import machine_profile
+        from weft.diagnose.chains import find_chains, rank_chains
 
-        chains = find_chains(plan)
+        profile = machine_profile()
+        chains = rank_chains(find_chains(plan), profile.bandwidth(1), profile.peak_flops(1))
         if not chains:
             raise BenchError(f"--stage auto: plan {plan.name} has no fusion opportunity; name members instead: {', '.join(names)}")
-        return chains[0].members
+        return chains[0].members  # the flagged chain that could save the most time
     wanted = [part.strip() for part in region.split(",") if part.strip()]
     unknown = [name for name in wanted if name not in names]
     if unknown or not wanted:

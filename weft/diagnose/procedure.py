@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from weft.bench.arms import BenchError, build_weft_runner, parse_arm
 from weft.bench.roofline import Work, floor, group_work, unfused_work
-from weft.diagnose.chains import Chain, find_chains
+from weft.diagnose.chains import Chain, find_chains, rank_chains
 from weft.ir import Plan, Role
 
 TOP = 10
@@ -214,6 +214,6 @@ def diagnose(workload, params: dict, profile, arm: str = "unfused", threads: int
             result.functions = function_rows(plan, rows, result.bandwidth, result.peak_flops)
         else:
             result.timing_note = "per-function breakdown skipped: this compiled plan has no profile()"
-    result.chains = find_chains(plan)
+    result.chains = rank_chains(find_chains(plan), result.bandwidth, result.peak_flops)
     result.memory, result.memory_note = memory_scaling(workload, full, spec, sizes)
     return result

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from weft.bench.report import format_seconds
+from weft.diagnose.chains import FUSION_GAIN
 from weft.diagnose.procedure import TOP, Diagnosis
 
 
@@ -60,23 +61,29 @@ def print_diagnosis(console: Console, result: Diagnosis) -> None:
                   " inputs and outputs, low intensity: all three must hold)")
     if not result.chains:
         console.print("  none: no chain of members passes a large private intermediate.")
+    bandwidth, peak = result.bandwidth, result.peak_flops
     for chain in result.chains[:5]:
+        bound = chain.memory_bound_members(bandwidth, peak)
         marks = [
             ("chain of members", chain.is_chain, f"{len(chain.members)} members"),
             ("large intermediate", chain.large_intermediate,
              f"{chain.intermediate} is {format_bytes(chain.intermediate_bytes)} vs largest input/output"
              f" {format_bytes(chain.boundary_bytes)}"),
-            ("low intensity", chain.low_intensity(result.ridge_point),
-             f"{', '.join(chain.step_members)} do {chain.steps.intensity:.2f} FLOP/B vs ridge"
-             f" {result.ridge_point:.1f} (whole chain unfused: {chain.unfused.intensity:.2f})"),
+            ("low intensity", chain.low_intensity(bandwidth, peak),
+             f"members below the ridge: {', '.join(bound) or 'none'}; per-member floors add up to"
+             f" {format_seconds(chain.unfused_floor(bandwidth, peak))}, as one region"
+             f" {format_seconds(chain.fused_floor(bandwidth, peak))}: fusing could save"
+             f" {chain.fusion_gain(bandwidth, peak):.0%} (needs {FUSION_GAIN:.0%})"),
         ]
-        verdict = "[green]FLAGGED[/green]" if chain.holds(result.ridge_point) else "not flagged"
+        verdict = "[green]FLAGGED[/green]" if chain.holds(bandwidth, peak) else "not flagged"
         console.print(f"  {' -> '.join(chain.members)}: {verdict}")
         for name, ok, detail in marks:
             console.print(f"    {'yes' if ok else 'no '}  {name}: {detail}")
-        if chain.holds(result.ridge_point):
+        if chain.holds(bandwidth, peak):
             console.print(f"    fusing it avoids {format_bytes(chain.avoidable_bytes)} of memory traffic"
-                          f" (~{format_seconds(chain.avoidable_bytes / result.bandwidth)} at copy bandwidth).")
+                          f" (~{format_seconds(chain.avoidable_bytes / bandwidth)} at copy bandwidth).")
+    if len(result.chains) > 5:
+        console.print(f"  ({len(result.chains) - 5} more candidate chains, none larger)")
 
     console.print("\n[bold]4. Memory at two lengths[/bold]")
     memory = result.memory
