@@ -62,6 +62,8 @@ def test_attention_memory_grows_quadratically_and_names_members(profile):
     seconds = [row.seconds for row in result.functions]
     assert seconds == sorted(seconds, reverse=True)
     assert result.whole_step_s > 0 and result.outside_s is not None
+    assert result.python_s == pytest.approx(result.whole_step_s - result.c_call_s)
+    assert result.runner_s == pytest.approx(result.c_call_s - result.members_s)
     assert result.chains[0].members == ("s", "m", "e", "l", "p", "o")
     text = Console(record=True, width=160)
     print_diagnosis(text, result)

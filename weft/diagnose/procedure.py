@@ -8,7 +8,8 @@
 5. measure memory at two sizes of the workload's sequence axis: a ratio near 4 when
    the length doubles is quadratic growth (a T x T tensor exists: a fast path is not
    running), and name the members whose buffers grow that way;
-6. time outside members: whole step minus the sum of the functions (runner, Python).
+6. time outside members: Python around the C call (whole step minus the C call) and,
+   inside the C call, the runner between functions (C call minus the functions' sum).
 """
 
 from __future__ import annotations
@@ -106,9 +107,24 @@ class Diagnosis:
 
     @property
     def outside_s(self) -> float | None:
+        """Whole step minus the functions' sum (negative: within the profile's noise)."""
         if self.whole_step_s is None or not self.functions:
             return None
         return self.whole_step_s - self.members_s
+
+    @property
+    def python_s(self) -> float | None:
+        """Python around the C call: argument checks, fresh output arrays, ctypes."""
+        if self.whole_step_s is None or self.c_call_s is None:
+            return None
+        return self.whole_step_s - self.c_call_s
+
+    @property
+    def runner_s(self) -> float | None:
+        """Inside the C call but outside every function: the generated runner."""
+        if self.c_call_s is None or not self.functions:
+            return None
+        return self.c_call_s - self.members_s
 
 
 LONG_STEP_S = 2.0  # past this, a step is timed twice at most: it averages over its own noise

@@ -106,11 +106,22 @@ def print_diagnosis(console: Console, result: Diagnosis) -> None:
                 console.print(f"    {growth.producer}: {growth.shape_small} -> {growth.shape_large},"
                               f" {format_bytes(growth.bytes_small)} -> {format_bytes(growth.bytes_large)}")
 
-    console.print("\n[bold]5. Time outside members[/bold]")
-    if result.outside_s is None:
-        console.print("  not measured (needs the per-function breakdown).")
+    console.print("\n[bold]5. Time outside members[/bold] (faster members cannot remove it)")
+    if result.python_s is None:
+        console.print("  not measured (needs the compiled plan).")
+        return
+    whole = result.whole_step_s
+    console.print(f"  Python around the C call: {format_seconds(result.whole_step_s)} -"
+                  f" {format_seconds(result.c_call_s)} = {format_seconds(max(result.python_s, 0.0))}"
+                  f" ({max(result.python_s, 0.0) / whole:.1%} of the step): argument checks, fresh output arrays, ctypes.")
+    if result.runner_s is None:
+        return
+    if result.runner_s >= 0:
+        console.print(f"  Inside the C call, between functions: {format_seconds(result.c_call_s)} -"
+                      f" {format_seconds(result.members_s)} = {format_seconds(result.runner_s)}"
+                      f" ({result.runner_s / whole:.1%}): the generated runner.")
     else:
-        share = result.outside_s / result.whole_step_s if result.whole_step_s else 0.0
-        console.print(f"  whole step {format_seconds(result.whole_step_s)} - functions {format_seconds(result.members_s)}"
-                      f" = {format_seconds(max(result.outside_s, 0.0))} ({max(share, 0.0):.1%}): the runner, argument"
-                      " checks, fresh output arrays and Python around the C call. Faster members cannot remove this part.")
+        console.print(f"  Inside the C call, between functions: too small to see: the functions' profiled times"
+                      f" ({format_seconds(result.members_s)}) add up to more than the C call"
+                      f" ({format_seconds(result.c_call_s)}); the profile times each function on its own, with"
+                      " timers around it, so its sum carries that much noise.")
