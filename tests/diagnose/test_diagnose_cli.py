@@ -1,5 +1,7 @@
 """weft diagnose on the built-in attention workload: quadratic memory, members named."""
 
+import json
+
 import pytest
 
 pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
@@ -9,9 +11,9 @@ from weft.cli import main  # noqa: E402
 
 
 def test_diagnose_attention_names_the_quadratic_members(capsys, tmp_path):
-    png = tmp_path / "roof.png"
+    png, data = tmp_path / "roof.png", tmp_path / "d.json"
     argv = ["diagnose", "attention", "--size", "heads=1", "--size", "head_dim=16", "--sizes", "64,128",
-            "--repeats", "1", "--plot", str(png)]
+            "--repeats", "1", "--plot", str(png), "--json", str(data)]
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "tokens 64 -> 128" in text and "Quadratic" in text
@@ -19,6 +21,9 @@ def test_diagnose_attention_names_the_quadratic_members(capsys, tmp_path):
     for member in ("attn_scores", "attn_exp", "attn_probs"):
         assert f"    {member}: (1, 1, 64, 64) -> (1, 1, 128, 128)" in text
     assert "FLAGGED" in text and png.stat().st_size > 1000
+    record = json.loads(data.read_text())
+    assert record["memory"]["responsible"] == ["attn_scores", "attn_exp", "attn_probs"]
+    assert record["memory"]["quadratic"] and len(record["functions"]) == 6
 
 
 def test_diagnose_layernorm_is_linear(capsys):

@@ -65,14 +65,14 @@ def provenance(profile, runners, extra: dict | None = None) -> dict:
     return record
 
 
-def _clean(value):
+def json_ready(value):
     """JSON without NaN/inf (written as null) so any reader can load it."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_ready(v) for v in value]
     return value
 
 
@@ -87,7 +87,7 @@ def save_result(result: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(handle, "w") as stream:
-        json.dump(_clean(result), stream, indent=1)
+        json.dump(json_ready(result), stream, indent=1)
     os.replace(temporary, path)
     return path
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from weft.bench.report import wide_console
 from weft.errors import WorkloadError
@@ -28,6 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per measurement (default 5)")
     parser.add_argument("--recalibrate", action="store_true", help="measure the machine profile again")
     parser.add_argument("--plot", metavar="FILE.png", help="draw a roofline chart of the functions (matplotlib)")
+    parser.add_argument("--json", metavar="FILE.json", help="also write the diagnosis as JSON")
     parser.set_defaults(handler=main)
 
 
@@ -50,6 +53,11 @@ def main(args: argparse.Namespace) -> int:
     with console.status("profiling..."):
         result = diagnose(workload, parse_params(args.size), profile, args.arm, args.threads, sizes, args.repeats)
     print_diagnosis(console, result)
+    if args.json:
+        from weft.bench.result import json_ready
+
+        Path(args.json).write_text(json.dumps(json_ready(result.to_json()), indent=1))
+        console.print(f"diagnosis written to {args.json}")
     if args.plot:
         from weft.bench.plot import _pyplot, plot_roofline
 

@@ -97,6 +97,34 @@ class Diagnosis:
     memory: MemoryScaling | None = None
     memory_note: str = ""
 
+    def to_json(self) -> dict:
+        """The diagnosis as plain data (``weft diagnose --json FILE``)."""
+        chains = [{
+            "members": list(c.members), "intermediate": c.intermediate, "intermediate_bytes": c.intermediate_bytes,
+            "boundary_bytes": c.boundary_bytes, "avoidable_bytes": c.avoidable_bytes,
+            "unfused_floor_s": c.unfused_floor(self.bandwidth, self.peak_flops),
+            "fused_floor_s": c.fused_floor(self.bandwidth, self.peak_flops),
+            "fusion_gain": c.fusion_gain(self.bandwidth, self.peak_flops),
+            "flagged": c.holds(self.bandwidth, self.peak_flops),
+        } for c in self.chains]
+        functions = [{
+            "name": r.name, "members": list(r.members), "seconds": r.seconds, "share": r.share, "flops": r.work.flops,
+            "bytes": r.work.bytes, "intensity": r.work.intensity, "bound": r.bound, "floor_s": r.floor_s,
+        } for r in self.functions]
+        memory = None
+        if self.memory is not None:
+            memory = {"param": self.memory.param, "sizes": list(self.memory.sizes), "bytes": list(self.memory.bytes),
+                      "ratio": self.memory.ratio, "exponent": self.memory.exponent, "source": self.memory.source,
+                      "quadratic": self.memory.quadratic,
+                      "responsible": [g.producer for g in self.memory.responsible]}
+        return {
+            "schema": "weft-diagnose/1", "workload": self.workload, "params": self.params, "arm": self.arm,
+            "threads": self.threads, "bandwidth_bytes_per_s": self.bandwidth, "peak_flops_per_s": self.peak_flops,
+            "ridge_point": self.ridge_point, "whole_step_s": self.whole_step_s, "c_call_s": self.c_call_s,
+            "python_s": self.python_s, "runner_s": self.runner_s, "timing_note": self.timing_note,
+            "functions": functions, "chains": chains, "memory": memory, "memory_note": self.memory_note,
+        }
+
     @property
     def ridge_point(self) -> float:
         return self.peak_flops / self.bandwidth
