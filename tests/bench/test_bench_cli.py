@@ -57,3 +57,15 @@ def test_recorded_results_recompute_to_their_verdicts():
     for path in bench_files:
         rows = recompute(load_result(path))
         assert rows and all(agree for *_, agree in rows), path.name
+
+
+def test_attention_against_torch_sdpa_end_to_end(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / "attention.json"
+    argv = ["bench", "attention", "--arms", "unfused,torch-sdpa", "--size", "heads=1", "--size", "tokens=48",
+            "--rounds", "2", "--round-ms", "2", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    assert "torch-sdpa tolerance ok" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert data["provenance"]["torch"] and data["in_process"]["candidates"] == ["torch-sdpa"]
+    assert main(["bench", "--recompute", str(out)]) == 0
