@@ -89,6 +89,9 @@ def roofline_table(roofline: dict) -> Table:
 
 def print_section(console: Console, name: str, section: dict, verdicts: list[Verdict]) -> None:
     console.print(verdict_table(name, verdicts))
+    if verdicts:
+        console.print(f"A/A floor {verdicts[0].floor:.1%}: two runs of the same arm differed this much here, so a"
+                      " smaller difference between arms is noise.")
     if section.get("roofline"):
         console.print(roofline_table(section["roofline"]))
     if section.get("parity"):
