@@ -245,12 +245,13 @@ class BodyRenderer:
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
 
-    def lanewise(self, expr: Expr) -> Value:
+    def lanewise(self, expr: Expr, into: str | None = None) -> Value:
         """Build a vector lane by lane from the scalar rendering at each lane's position."""
         dtype = _dtype_of(expr, self)
-        name = self.counter.fresh()
+        name = into or self.counter.fresh()
         lane = self.counter.fresh("l")
-        self.emit(f"{VECTOR_TYPE[dtype]} {name};")
+        if into is None:
+            self.emit(f"{VECTOR_TYPE[dtype]} {name};")
         self.emit(f"for (int {lane} = 0; {lane} < {self.lanes}; {lane}++) {{")
         env = dict(self.env)
         env[self.vector_axis] = f"{self.env[self.vector_axis]} + {lane}"
@@ -312,6 +313,31 @@ class BodyRenderer:
         pad = c_literal(load.padding, dtype)
         return self.local(dtype, False, f"({' && '.join(checks)}) ? {code} : {pad}")
 
+    def padded_vector_load(self, load: Load, view: BufferView) -> Value:
+        """A halo read (convolution, shifted window): one contiguous load when every lane
+        is in range (an affine index is in range at all lanes iff at the first and last),
+        lane by lane with the padding value only near the edges."""
+        lane_axis = self.vector_axis
+        checks = []
+        for position, index in enumerate(load.index):
+            bounds = index_range(index, self.extents)
+            if bounds is not None and bounds[0] >= 0 and bounds[1] < view.shape[position]:
+                continue
+            for lane in (0, self.lanes - 1):
+                saved = self.env[lane_axis]
+                self.env = {**self.env, lane_axis: f"{saved} + {lane}" if lane else saved}
+                checks.append(f"(uint64_t){self.index(index)} < (uint64_t){view.shape[position]}")
+                self.env = {**self.env, lane_axis: saved}
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[view.dtype]} {name};")
+        self.emit(f"if ({' && '.join(checks) or '1'}) {{")
+        self.emit(f"    {name} = wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{self.address(view, load.index)}]);")
+        self.emit("} else {")
+        inner = self.sub_renderer(self.lines, self.indent + "    ", self.env, lane_axis)
+        inner.lanewise(load, into=name)
+        self.emit("}")
+        return Value(name, view.dtype, True)
+
     def vector_load(self, load: Load) -> Value:
         if load in self.packed:
             pointer, address = self.panel_address(load)
@@ -322,6 +348,11 @@ class BodyRenderer:
             address = self.address(view, load.index)
             return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
+        if (
+            load.padding is not None and step == 1 and view.dtype in (DType.FLOAT32, DType.INT32)
+            and not any(map(_has_index_of, load.index))
+        ):
+            return self.padded_vector_load(load, view)
         if (
             load.padding is None and step is not None and abs(step) * self.lanes < 2**31
             and view.dtype in (DType.FLOAT32, DType.INT32) and not any(map(_has_index_of, load.index))
