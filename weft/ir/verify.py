@@ -16,7 +16,6 @@ from weft.ir.nodes import (
     LOGICAL,
     AxisIndex,
     Binary,
-    BinaryOp,
     Buffer,
     Cast,
     Combiner,
@@ -184,7 +183,7 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             raise _Problem(
                 f"indexes {node.buffer} (rank {len(target.shape)}) with {len(node.index)} indices"
             )
-        for position, (index, extent) in enumerate(zip(node.index, target.shape)):
+        for position, (index, extent) in enumerate(zip(node.index, target.shape, strict=True)):
             _check_index_divisors(index)
             for inner in _index_of_values(index):
                 if not expr_dtype(inner, buffers).is_int:

@@ -160,7 +160,7 @@ class _Evaluator:
             return array[()]
         inside = np.bool_(True)
         clipped = []
-        for position, extent in zip(positions, array.shape):
+        for position, extent in zip(positions, array.shape, strict=True):
             ok = (position >= 0) & (position < extent)
             inside = inside & ok
             clipped.append(np.clip(position, 0, extent - 1))
@@ -199,7 +199,7 @@ def run_kernel(kernel: Kernel, values: Mapping[str, np.ndarray], dtype: DType) -
     fold_names = [axis.name for axis in kernel.fold.axes]
     for point in itertools.product(*fold_ranges):
         local = dict(env)
-        local.update({name: np.int64(value) for name, value in zip(fold_names, point)})
+        local.update({name: np.int64(value) for name, value in zip(fold_names, point, strict=True)})
         term = np.asarray(_Evaluator(values, local, kernel.output).expr(kernel.body), dtype=np_dtype)
         accumulator = np.asarray(combine(accumulator, term), dtype=np_dtype)
     return np.array(np.broadcast_to(accumulator, shape), order="C")  # keeps 0-d
@@ -211,7 +211,7 @@ def check_inputs(plan: Plan, arrays) -> list[np.ndarray]:
         names = ", ".join(plan.inputs)
         raise InputError(f"plan {plan.name} takes {len(plan.inputs)} inputs ({names}) but got {len(arrays)}")
     checked = []
-    for name, array in zip(plan.inputs, arrays):
+    for name, array in zip(plan.inputs, arrays, strict=True):
         buffer = plan.buffer(name)
         if not isinstance(array, np.ndarray):
             raise InputError(
@@ -232,7 +232,7 @@ def check_inputs(plan: Plan, arrays) -> list[np.ndarray]:
 def run_all(plan: Plan, *arrays: np.ndarray) -> dict[str, np.ndarray]:
     """Every buffer's value (inputs and all members), by name."""
     verify(plan)
-    values: dict[str, np.ndarray] = dict(zip(plan.inputs, check_inputs(plan, arrays)))
+    values: dict[str, np.ndarray] = dict(zip(plan.inputs, check_inputs(plan, arrays), strict=True))
     buffers = plan.buffer_map()
     with np.errstate(all="ignore"):
         for kernel in plan.kernels:
