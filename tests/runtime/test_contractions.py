@@ -61,3 +61,28 @@ def test_inference_matches_float64(traced, make_config, blas):
     want = (a @ b, a @ bt.T, q @ k.transpose(0, 2, 1), x.sum((1, 2)), x.transpose(2, 1, 0).max(2))
     for got, expected in zip(compiled(*arrays), want, strict=False):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("contract", ["strict", "inference"])
+def test_conv2d_halo_across_lanes(make_config, contract):
+    """Rows of 37 and 20 points: vectors that sit inside the image, straddle its edge, or
+    are the scalar tail; padding 1 and 2 (with dilation)."""
+    x, w = _f32((2, 3, 20, 37), 11), _f32((5, 3, 3, 3), 12)
+    plan = weft.trace(lambda x, w: (nn.conv2d(x, w, None, 1, 1), nn.conv2d(x, w, None, 1, 2, 2)),
+                      weft.spec(x.shape), weft.spec(w.shape))
+    compiled = weft.compile(plan, config=make_config(contract))
+    assert any(f.nests[0].vector_axis is not None for f in compiled.lowered.functions)
+    got = compiled(x, w)
+    if contract == "strict":
+        for g, r in zip(got, run(plan, x, w), strict=True):
+            assert g.tobytes() == r.tobytes()
+        return
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    for g, (pad, dil) in zip(got, [(1, 1), (2, 2)], strict=True):
+        padded = np.pad(x64, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        want = np.zeros((2, 5, 20, 37))
+        for ky in range(3):
+            for kx in range(3):
+                window = padded[:, :, ky * dil: ky * dil + 20, kx * dil: kx * dil + 37]
+                want += np.einsum("nchw,oc->nohw", window, w64[:, :, ky, kx])
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
