@@ -56,3 +56,17 @@ def test_attention_tiles_heads_by_one_and_queries_by_a_tile():
     # every member's query and head axes are tiled; the key axis j and the value axis e are not
     assert set(tiling.ranges("attn_scores")) == {"b0", "h", "i"}
     assert set(tiling.ranges("attn_out")) == {"b0", "h", "i"}
+
+
+def test_scratch_is_shared_by_members_with_disjoint_lifetimes():
+    """Scores die once the exps are written, so the probabilities reuse their array (and the
+    row sum reuses the row max's); the exps, alive until the probabilities, get their own."""
+    from weft.lower.fused import share_scratch
+
+    plan = nn.trace(lambda q, k, v: nn.attention(q, k, v), *[nn.spec((1, 2, 64, 8))] * 3)
+    region = choose_regions(plan, "greedy").fused[0]
+    slot_of, slots = share_scratch(plan, region, region_tiling(plan, region, 16))
+    assert slot_of["attn_scores"] == slot_of["attn_probs"]
+    assert slot_of["attn_max"] == slot_of["attn_sum"]
+    assert len({slot_of["attn_scores"], slot_of["attn_max"], slot_of["attn_exp"]}) == 3
+    assert sorted(elements for _, elements in slots) == [16, 16 * 64, 16 * 64]

@@ -131,9 +131,44 @@ def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tupl
     )
 
 
+def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str, int], list[tuple[str, int]]]:
+    """Private members whose lifetimes in the tile do not overlap share one scratch array.
+
+    A member's array is live from its own nest to the last nest reading it
+    (region order); attention's scores are dead once the exps are written, so
+    the probabilities reuse their array. Returns member -> slot, and per slot
+    (the member naming it, elements).
+    """
+    order = {name: position for position, name in enumerate(region.members)}
+    readers = plan.readers()
+    slot_of: dict[str, int] = {}
+    slots: list[list] = []  # [first member, elements, dtype, last position]
+    for name in region.private:
+        first = order[name]
+        last = max((order[r] for r in readers[name] if r in order), default=first)
+        need = math.prod(tile_shape(plan, name, tiling))
+        dtype = plan.buffer(name).dtype
+        free = [n for n, slot in enumerate(slots) if slot[2] is dtype and slot[3] < first]
+        if free:  # best fit: the smallest array that holds it, else the largest (grows least)
+            holding = [n for n in free if slots[n][1] >= need]
+            chosen = min(holding, key=lambda n: slots[n][1]) if holding else max(free, key=lambda n: slots[n][1])
+            slots[chosen][1] = max(slots[chosen][1], need)
+            slots[chosen][3] = last
+        else:
+            chosen = len(slots)
+            slots.append([name, need, dtype, last])
+        slot_of[name] = chosen
+    return slot_of, [(slot[0], slot[1]) for slot in slots]
+
+
+def shared_scratch_bytes(plan: Plan, region: Region, tiling: Tiling) -> int:
+    slot_of, slots = share_scratch(plan, region, tiling)
+    return sum(elements * plan.buffer(name).dtype.itemsize for name, elements in slots)
+
+
 def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling | None:
     """The largest tile (a multiple of the lanes where possible) whose scratch fits the budget."""
-    fits = fits or (lambda tiling: region_scratch_bytes(plan, region, tiling) <= SCRATCH_BUDGET)
+    fits = fits or (lambda tiling: shared_scratch_bytes(plan, region, tiling) <= SCRATCH_BUDGET)
     for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
         tiling = region_tiling(plan, region, size)
         if fits(tiling):
@@ -142,16 +177,24 @@ def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling |
 
 
 def scratch_views(
-    plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...]
+    plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...],
+    region: Region | None = None,
 ) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
-    """``views`` with each buffer in ``names`` re-mapped to tile-local scratch."""
+    """``views`` with each buffer in ``names`` re-mapped to tile-local scratch; with
+    ``region`` (nests in region order), members with disjoint lifetimes share arrays."""
     result = dict(views)
     scratch = []
+    slot_of, slots = share_scratch(plan, region, tiling) if region is not None else ({}, [])
+    pointers = {}
+    for number, (first, elements) in enumerate(slots):
+        pointers[number] = c_identifier(f"scratch_{first}", taken)
+        scratch.append(Scratch(pointers[number], plan.buffer(first).dtype, elements))
     for name in names:
         buffer = plan.buffer(name)
         tiled = tiling.ranges(name)
         axes = plan.kernel(name).axes
-        pointer = c_identifier(f"scratch_{name}", taken)
+        shared = name in slot_of
+        pointer = pointers[slot_of[name]] if shared else c_identifier(f"scratch_{name}", taken)
         shape = tile_shape(plan, name, tiling)
         result[name] = BufferView(
             buffer=name,
@@ -161,7 +204,8 @@ def scratch_views(
             strides=row_major_strides(shape),
             offsets=tuple(tiled[axis.name][0] if axis.name in tiled else "0" for axis in axes),
         )
-        scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
+        if not shared:
+            scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
     return result, tuple(scratch)
 
 
@@ -203,7 +247,7 @@ def lower_region(
     tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
     if tiling is None:
         return None
-    local_views, scratch = scratch_views(plan, views, tiling, taken, region.private)
+    local_views, scratch = scratch_views(plan, views, tiling, taken, region.private, region)
     # one tile (a decode step's single row): parallelism comes from the members' own loops
     single = tiling.count == 1
     nests = tuple(tiled_nest(plan, name, local_views, target, tiling, single) for name in region.members)
