@@ -203,3 +203,31 @@ def test_threads_do_not_change_bytes(make_config):
     assert any(n.parallel for n in nests)
     assert_same_bytes(two(a, b), one(a, b))
     assert_same_bytes(two(a, b), run(plan, a, b))
+
+
+_FORKED = {}  # set before forking: children inherit it (closures cannot be pickled)
+
+
+def _run_in_fork(_):
+    compiled, a, b = _FORKED["state"]
+    return compiled(a, b).tobytes()
+
+
+def test_forked_children_do_not_hang(make_config):
+    """libgomp's pool does not survive fork: a forked child runs single-threaded and warns."""
+    import multiprocessing
+    import sys
+
+    if sys.platform != "linux":
+        pytest.skip("fork start method is Linux-only here")
+    plan = matmul_softmax_plan(300, 70, 290)
+    compiled = weft.compile(plan, config=make_config(threads=2))
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((300, 70)).astype(np.float32)
+    b = rng.standard_normal((70, 290)).astype(np.float32)
+    want = compiled(a, b)  # OpenMP threads now started in this process
+    _FORKED["state"] = (compiled, a, b)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        results = pool.map_async(_run_in_fork, [0]).get(timeout=120)
+    assert results == [want.tobytes()]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import numpy as np
 from weft.errors import CompileError
 
 _POINTERS = ctypes.POINTER(ctypes.c_void_p)
+# The process whose compiled plans first ran OpenMP threads (process state, like libgomp's own).
+_THREADS_STARTED_IN: int | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -70,13 +74,35 @@ class NativeRunner:
         self.arena = storage[offset:offset + arena_bytes]
         self.arena_address = storage.ctypes.data + offset
         self.lock = threading.Lock()
+        self.warned_fork = False
+
+    def threads_here(self, threads: int) -> int:
+        """``threads``, or 1 in a process forked after OpenMP threads started in its
+        parent: libgomp's thread pool does not survive fork (a parallel region would hang)."""
+        global _THREADS_STARTED_IN
+        if threads <= 1:
+            return threads
+        if _THREADS_STARTED_IN is None:
+            _THREADS_STARTED_IN = os.getpid()
+        if os.getpid() == _THREADS_STARTED_IN:
+            return threads
+        if not self.warned_fork:
+            self.warned_fork = True
+            warnings.warn(
+                "weft: this process was forked after OpenMP started; compiled plans run single-threaded"
+                " here (start workers with multiprocessing 'spawn' or 'forkserver' for threads)",
+                RuntimeWarning, stacklevel=3,
+            )
+        return 1
 
     def run(self, inputs, outputs, threads: int) -> int:
         """``inputs``/``outputs``: ctypes pointer arrays (see ``pointer_array``)."""
+        threads = self.threads_here(threads)
         with self.lock:
             return self.run_fn(inputs, outputs, self.arena_address, threads)
 
     def run_profile(self, inputs, outputs, threads: int, repeats: int) -> tuple[int, list[float]]:
+        threads = self.threads_here(threads)
         seconds = (ctypes.c_double * max(self.functions, 1))()
         with self.lock:
             for _ in range(repeats):
