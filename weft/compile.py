@@ -61,8 +61,8 @@ class Prepared:
             raise self.compiled.gather_error(status)
 
     def result(self):
-        values = self.compiled.results(self.outputs)
-        return values
+        """The outputs of the last call (one array or a tuple), reused by every call."""
+        return self.compiled.results(self.outputs)
 
 
 class CompiledPlan:
@@ -91,6 +91,10 @@ class CompiledPlan:
             "threads": config.threads,
             "fusion": config.fusion,
             "cache_key": artifact.key,
+            # the command that built the shared object (the same for a cached one)
+            "command": [artifact.compiler.path, *artifact.flags, "-o", str(artifact.so_path),
+                        str(artifact.source_path), "-lm"],
+            "compiled_now": artifact.compiled,
             "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
@@ -229,6 +233,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
     ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
     ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
     when SciPy is importable).
+    ``config``: a complete ``Config`` (then ``contract``, ``threads`` and ``fusion``
+    come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
     AVX2, else 4); a narrower width is for experiments and tests.
     """
