@@ -9,8 +9,11 @@ under Inference a region the rescaling rewrite applies to is lowered as one pass
 ``weft.lower.online``).
 """
 
+from weft.compose.explain import Explanation, explain_partition, explain_plan
 from weft.compose.partition import POLICIES, Partition, choose_regions
 from weft.compose.regions import Growth, Refusal, Region, grow, grow_from_anchor, plan_anchors
+from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
+from weft.compose.signature import canonical_region, region_signature
 
 
 def lower_fused(plan, config, target):
@@ -25,6 +28,7 @@ def lower_fused(plan, config, target):
 
 
 __all__ = [
-    "POLICIES", "Growth", "Partition", "Refusal", "Region", "choose_regions", "grow", "grow_from_anchor",
-    "lower_fused", "plan_anchors",
+    "POLICIES", "Explanation", "Growth", "OnlineFold", "Partition", "Refusal", "Region", "RewriteRefusal",
+    "canonical_region", "choose_regions", "derive_online_fold", "explain_partition", "explain_plan", "grow",
+    "grow_from_anchor", "lower_fused", "plan_anchors", "region_signature",
 ]

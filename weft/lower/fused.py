@@ -16,8 +16,10 @@ of all those axes are enumerated by one flat, parallel loop::
         member o: writes its rows of the output
     }
 
-A region whose tile-local scratch would not fit ``SCRATCH_BUDGET`` even with a
-tile of one is lowered member by member instead (``CompiledPlan.explain`` shows it).
+Private members whose lifetimes within a tile do not overlap share one array
+(scores and probabilities, row max and row sum). A region whose tile-local
+scratch would not fit ``SCRATCH_BUDGET`` even with a tile of one is lowered
+member by member instead (``CompiledPlan.explain`` shows it).
 """
 
 from __future__ import annotations
