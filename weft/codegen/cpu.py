@@ -37,6 +37,23 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_signature() -> str:
+    """The model and every CPU flag: -march=native code is only reused on a CPU that
+    offers exactly the same instructions (a shared cache may span machines)."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    flags = set(value.split())
+                    break
+    except OSError:
+        pass
+    return f"{cpu_model()}|{platform.machine()}|{' '.join(sorted(flags))}"
+
+
 def lanes_for(features: tuple[str, ...]) -> int:
     """float32 lanes: 16 with AVX-512, 8 with AVX2, else 4 (SSE, NEON)."""
     if "avx512f" in features:

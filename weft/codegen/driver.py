@@ -2,7 +2,7 @@
 
 ``build(source, config)`` returns the path of a shared object for a C source.
 The cache key hashes the source, the compiler (path and version), the flags, the
-CPU features and Weft's version. An entry is three files in the cache folder::
+CPU (model and every feature flag) and Weft's version. An entry is three files in the cache folder::
 
     <key>.c                  the source (kept for CompileError reports and reading)
     <key>-<digest>.so        the shared object, named by its own content digest
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import weft
-from weft.codegen.cpu import cpu_features
+from weft.codegen.cpu import cpu_signature
 from weft.errors import CompileError
 
 COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared")
@@ -91,9 +91,9 @@ def find_compiler(command: str) -> Compiler:
     return Compiler(command=command, path=path, version=version[0] if version else "unknown")
 
 
-def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...], features: tuple[str, ...]) -> str:
+def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...], cpu: str) -> str:
     digest = hashlib.sha256()
-    for part in (source, compiler.path, compiler.version, " ".join(flags), " ".join(features), weft.__version__):
+    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, weft.__version__):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
@@ -169,7 +169,7 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     """A shared object for ``source``: from the cache, or compiled and stored atomically."""
     compiler = find_compiler(cc)
     flags = flags_for(contract)
-    key = cache_key(source, compiler, flags, cpu_features())
+    key = cache_key(source, compiler, flags, cpu_signature())
     folder = Path(cache_dir) / "objects"
     folder.mkdir(parents=True, exist_ok=True)
     source_path = folder / f"{key}.c"
