@@ -9,7 +9,21 @@ import dataclasses
 import numpy as np
 
 from weft.codegen import build, render_source
-from weft.ir import Axis, AxisIndex, Binary, BinaryOp, Buffer, Const, DType, Kernel, Load, Plan, Role, Unary, UnaryOp
+from weft.ir import (
+    Axis,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Buffer,
+    Const,
+    DType,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    Unary,
+    UnaryOp,
+)
 from weft.lower import AxisRange, BufferView, LoweredFunction, LoweredPlan, Scratch, Target, TileLoop
 from weft.lower.schedule import default_views, lower_member
 from weft.oracle import run
