@@ -139,3 +139,12 @@ def test_inference_flags_differ_from_strict(tmp_path):
     assert strict.key != inference.key
     assert "-ffp-contract=off" in strict.flags and "-ffast-math" not in strict.flags
     assert "-ffp-contract=fast" in inference.flags and "-ffinite-math-only" not in inference.flags
+
+
+def test_unwritable_cache_folder_names_the_fix(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    from weft.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="WEFT_CACHE_DIR"):
+        build("int f(void) { return 0; }", "cc", blocker, "strict")

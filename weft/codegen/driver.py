@@ -30,7 +30,7 @@ from pathlib import Path
 
 import weft
 from weft.codegen.cpu import cpu_signature
-from weft.errors import CompileError
+from weft.errors import CompileError, ConfigError
 
 COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared")
 CONTRACT_FLAGS = {
@@ -171,7 +171,15 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     flags = flags_for(contract)
     key = cache_key(source, compiler, flags, cpu_signature())
     folder = Path(cache_dir) / "objects"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ConfigError(
+            f"the Weft cache folder {folder} is not writable ({error}); set WEFT_CACHE_DIR to a writable folder"
+        ) from None
     source_path = folder / f"{key}.c"
     cached = lookup(folder, key)
     if cached is not None:
