@@ -103,7 +103,9 @@ def test_nan_inf_propagate_like_oracle(make_config):
         np.array([[1e-40, -1e-45, 3.0]], np.float32))[0], np.array([[1.0, 1.0, 7.0]], np.float32))
 
 
-def test_int_bool_ops_gather_and_padding(make_config):
+@pytest.mark.parametrize("contract", ["strict", "inference"])
+def test_int_bool_ops_gather_and_padding(make_config, contract):
+    """Integer and bool members are exact under both contracts (integer folds reassociate exactly)."""
     rows, dim, count = 11, 19, 23
     t, d = Axis("t", count), Axis("d", dim)
     tokens = Load("tok", (ax("t"),))
@@ -134,7 +136,7 @@ def test_int_bool_ops_gather_and_padding(make_config):
     rng = np.random.default_rng(3)
     table = rng.standard_normal((rows, dim)).astype(np.float32)
     tok = rng.integers(0, rows, count).astype(np.int32)
-    compiled = weft.compile(plan, config=make_config())
+    compiled = weft.compile(plan, config=make_config(contract))
     assert_same_bytes(compiled(table, tok), run(plan, table, tok))
     bad = tok.copy()
     bad[4] = rows
