@@ -120,7 +120,7 @@ class OnlinePass:
     block: int = 1
     row_count: int = 1
     row_flat: str = "0"
-    fold_lanes: bool = False  # Inference: vectors along the pass axis (no dependent has extra axes)
+    fold_lanes: bool = False  # Inference: vectors along the pass axis
 
     @property
     def name(self) -> str:
@@ -168,6 +168,8 @@ class OnlinePass:
         lanes = self.lanes
         if self.fold_lanes:  # one vector accumulator per row and dependent, lanes along the pass axis
             for dependent in self.dependents:
+                if dependent.count != 1:
+                    continue
                 init = fold_identity(dependent.fold.combiner, dtype)
                 emit(depth, f"{ctype} {dependent.accumulator}_v[{self.row_count * lanes}] __attribute__((aligned(64)));")
                 emit(depth, f"for (long wo_n = 0; wo_n < {self.row_count * lanes}; wo_n++) {dependent.accumulator}_v[wo_n] = {init};")
@@ -240,30 +242,61 @@ class OnlinePass:
                 factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
                 emit(step + 1, f"{{ const {ctype} wo_c = {factor};")
                 emit(step + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
-                if self.fold_lanes:
+                if self.fold_lanes and dependent.count == 1:
                     slot = self._vector_slot(dependent)
                     emit(step + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
                 emit(step + 1, "}")
             emit(step, "}")
         for dependent in self.dependents:
-            if vector:
+            if vector and dependent.count == 1:
                 renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
                 renderer.vector_axis = dependent.fold.fold_axis
                 value = renderer.splat(renderer.render(dependent.fold.term))
                 slot = self._vector_slot(dependent)
                 update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
                 emit(step, f"wfc_store_f({slot}, {update});")
+            elif vector:
+                self._render_lanes(lines, step, counter, dependent, running, dtype)
             else:
                 self._render_update(lines, step, counter, dependent, running, dtype)
         emit(step, "wo_ref_old[0] = wo_ref_new[0];")
 
-    def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype) -> None:
+    def _render_lanes(self, lines, step: int, counter, dependent: PassDependent, running, dtype) -> None:
+        """A dependent with extra axes over one vector of the pass axis: the parts of its term
+        that do not vary along the extra axes (attention's exp(s - m)) are computed as vectors
+        along the pass axis, then each point of the vector updates the accumulators in turn."""
+        fold_axis = dependent.fold.fold_axis
+        vector = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
+        vector.vector_axis = fold_axis
+        names = {axis.name for axis, _ in dependent.extras}
+        computed = []
+        for node in _hoistable(dependent.fold.term, names):
+            if fold_axis in expr_axes(node):
+                value = vector.render(node)
+                if value.vector and value.dtype.is_float:
+                    local = counter.fresh("wo_h")
+                    lines.append("    " * step + f"const wf_vf {local} = {value.code};")
+                    computed.append((node, local))
+        lines.append("    " * step + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
+        env = dict(dependent.env)
+        env[fold_axis] = f"({self.step} + wo_l)"
+        outer = self._renderer(lines, step + 1, counter, env, running, dependent.kernel)
+        for node, local in computed:  # the scalar renderer finds these lanes instead of recomputing
+            key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
+            outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
+        self._render_update(lines, step + 1, counter, dependent, running, dtype, outer)
+        lines.append("    " * step + "}")
+
+    def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype, outer=None) -> None:
         """``acc = combine(acc, term)`` at every extra point; the innermost extra axis runs in
         vectors of ``lanes`` (then a scalar tail); parts of the term that do not vary along
-        the extra axes are computed once per step, before those loops."""
+        the extra axes are computed once per step, before those loops (or were, by ``outer``)."""
         lines.append("    " * indent + "{")
         depth = indent + 1
-        outer = self._renderer(lines, depth, counter, dict(dependent.env), running, dependent.kernel)
+        if outer is None:
+            outer = self._renderer(lines, depth, counter, dict(dependent.env), running, dependent.kernel)
+        else:
+            outer.indent = "    " * depth
         names = {axis.name for axis, _ in dependent.extras}
         for node in _hoistable(dependent.fold.term, names):
             outer.render(node)
@@ -320,7 +353,7 @@ class OnlinePass:
         renderer = self._renderer(lines, depth, counter, env, {}, dependent.kernel)
         value = counter.fresh("wo_v")
         lines.append("    " * depth + f"{SCALAR_TYPE[dtype]} {value} = {self._slot(dependent)};")
-        if self.fold_lanes:
+        if self.fold_lanes and dependent.count == 1:
             lane = f"{dependent.accumulator}_v[({self.row_flat}) * {self.lanes} + wo_l]"
             merge = combine(dependent.fold.combiner, dtype, False, value, lane)
             lines.append("    " * depth + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {value} = {merge};")
@@ -479,10 +512,7 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         row_count *= count
     if not streamed:  # nothing to compute per block: each row walks the whole axis at once
         block = online.extent
-    fold_lanes = (
-        target.lanes > 1 and online.extent >= target.lanes and all(d.count == 1 for d in dependents)
-        and local_views[reference.output].dtype.is_float
-    )
+    fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, row_flat, fold_lanes,
