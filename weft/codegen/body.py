@@ -338,14 +338,31 @@ class BodyRenderer:
         self.emit("}")
         return Value(name, view.dtype, True)
 
+    def checked_position(self, load: Load, view: BufferView, dimension: int) -> str:
+        """The index of one dimension; a gathered one is bounds-checked (flag + element 0)."""
+        index = load.index[dimension]
+        if not _has_index_of(index):
+            return self.index(index)
+        position = self.local(DType.INT64, False, self.index(index)).code
+        extent = view.shape[dimension]
+        self.emit(f"if ((uint64_t){position} >= (uint64_t){extent}) "
+                  f"{{ __atomic_store_n(&wf_bad_gather, 1, __ATOMIC_RELAXED); {position} = 0; }}")
+        return position
+
     def vector_load(self, load: Load) -> Value:
         if load in self.packed:
             pointer, address = self.panel_address(load)
             return self.local(DType.FLOAT32, True, f"wfc_load_f(&{pointer}[{address}])")
         view = self.views[load.buffer]
         access = load_access(load, view.strides, self.vector_axis)
-        if access is Access.CONTIGUOUS and view.dtype is not DType.BOOL and not any(map(_has_index_of, load.index)):
-            address = self.address(view, load.index)
+        if access is Access.CONTIGUOUS and view.dtype is not DType.BOOL:
+            if any(map(_has_index_of, load.index)):
+                # a gathered row read along the lanes (an embedding): one checked scalar
+                # index per gathered dimension, then a contiguous load
+                positions = tuple(self.checked_position(load, view, n) for n in range(len(load.index)))
+                address = self.address(view, positions)
+            else:
+                address = self.address(view, load.index)
             return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
         if (
