@@ -33,7 +33,7 @@ def register(subparsers) -> None:
     parser.add_argument("workload", nargs="?", help="workload name (weft workloads lists them)")
     parser.add_argument("--arms", default=None,
                         help="comma-separated arms, baseline first (default: unfused; with --stage: unfused,greedy)")
-    parser.add_argument("--size", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--set", "--size", dest="size", action="append", default=[], metavar="KEY=VALUE",
                         help="set a workload parameter (repeatable), e.g. --size tokens=2048")
     parser.add_argument("--threads", type=int, default=1, help="threads for arms without @N (default 1)")
     parser.add_argument("--rounds", type=int, default=6, help="timed palindrome blocks (default 6)")
