@@ -17,10 +17,16 @@ member nest to a tile with ``AxisRange`` (C expressions using the tile
 variable), re-map a private intermediate to tile-local ``Scratch`` through a
 ``BufferView`` (pointer, offsets, strides), put the nests of a region inside one
 ``LoweredFunction.tile_loop`` (the nests then have ``parallel=False``; the tile
-loop carries the parallelism), and leave out of ``LoweredFunction.params`` the
-buffers that became scratch. ``weft.runtime.plan_arena`` gives arena space only
-to members' outputs that are not plan inputs/outputs, so an intermediate that is
-private to a region should not be listed as a group member's output elsewhere.
+loop carries the parallelism), leave out of ``LoweredFunction.params`` the
+buffers that became scratch, and list them in ``LoweredFunction.private``:
+``weft.runtime.plan_arena`` gives arena space only to members' outputs that are
+neither plan inputs/outputs nor private. ``tests/lower/test_hooks.py`` builds such
+a function by hand.
+
+Nests are chosen in ``weft.lower.schedule`` (vector axis, register block,
+packed panels, transposed tiles for Strict row reductions, fold lanes under
+Inference) and rendered by ``weft.codegen``; a nest type the C renderer does not
+know may render itself (``nest.render(lines, indent, counter)``).
 """
 
 from weft.lower.nest import (
