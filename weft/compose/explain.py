@@ -61,9 +61,19 @@ def explain_partition(plan: Plan, partition: Partition) -> Explanation:
     return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan))
 
 
-def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict") -> Explanation:
-    """Choose regions for ``plan`` and explain them."""
-    return explain_partition(plan, choose_regions(plan, policy, contract))
+def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None) -> Explanation:
+    """Choose regions for ``plan`` exactly as ``weft.compile`` does (asking the lowering
+    which candidates fit, for ``target``: by default this CPU's lanes) and explain them."""
+    from weft.compose import online_lowering_for
+    from weft.lower.fused import region_fits
+
+    if target is None:
+        from weft.codegen.cpu import cpu_features, lanes_for
+        from weft.lower.schedule import Target
+
+        target = Target(lanes=lanes_for(cpu_features()), contract=contract)
+    fits = region_fits(plan, target, online_lowering_for(contract))
+    return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits))
 
 
 def _short(members: tuple[str, ...]) -> str:
@@ -83,6 +93,9 @@ def format_explanation(explanation: Explanation) -> str:
             continue
         lines.append(f"anchor {region.anchor}")
         lines.append(f"  candidates: {' -> '.join(_short(c) for c in report.candidates)}")
+        cut = partition.cutback_for(region.anchor)
+        if cut is not None:
+            lines.append(f"  cut back: {cut.describe()}")
         if not region.is_fused:
             lines.append(f"  chosen: {region.anchor} alone (fusion={partition.policy!r})")
             continue

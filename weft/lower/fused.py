@@ -17,9 +17,11 @@ of all those axes are enumerated by one flat, parallel loop::
     }
 
 Private members whose lifetimes within a tile do not overlap share one array
-(scores and probabilities, row max and row sum). A region whose tile-local
-scratch would not fit ``SCRATCH_BUDGET`` even with a tile of one is lowered
-member by member instead (``CompiledPlan.explain`` shows it).
+(scores and probabilities, row max and row sum). Whether a region fits
+``SCRATCH_BUDGET`` at all (with a tile of one) is ``region_fit``; the greedy
+partition asks it before taking a candidate, so a chosen region always lowers
+fused here. There is no silent member-by-member fallback: a fused region handed
+to ``lower_partition`` that does not lower raises ``CompileError``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
+from weft.errors import CompileError
 from weft.ir import Plan
 from weft.lower.access import row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
@@ -268,6 +271,34 @@ def region_function_name(region: Region, taken: set[str]) -> str:
     return "r" + c_identifier(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
 
 
+def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None, views=None) -> str | None:
+    """None when ``lower_partition`` can emit ``region`` as one function; else why not.
+
+    The same two tries ``lower_partition`` makes: the one-pass form (when given;
+    it keeps less scratch), then the plain fused form at any tile size down to one.
+    """
+    if not region.is_fused:
+        return None
+    if region.tile_axis is None:
+        return f"{region.anchor} has no output axis to tile along"
+    views = views if views is not None else default_views(plan)
+    if choose_tiling(plan, region, target.lanes) is not None:
+        return None
+    if online_lowering is not None:
+        probe = {view.pointer for view in views.values()}
+        if online_lowering(plan, region, views, target, probe) is not None:
+            return None
+    need = shared_scratch_bytes(plan, region, region_tiling(plan, region, 1))
+    return (f"scratch {need:,} B per tile row (a tile of one along {region.tile_axis})"
+            f" exceeds the {SCRATCH_BUDGET:,} B budget")
+
+
+def region_fits(plan: Plan, target: Target, online_lowering=None):
+    """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``."""
+    views = default_views(plan)
+    return lambda region: region_fit(plan, region, target, online_lowering, views)
+
+
 def lower_partition(
     plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None
 ) -> LoweredPlan:
@@ -275,6 +306,8 @@ def lower_partition(
 
     ``online_lowering(plan, region, views, target, taken)`` may claim a region (the
     rescaled one-pass form under Inference) by returning a function, or None.
+    A fused region that lowers neither way raises ``CompileError`` (choose the
+    partition with ``fits=region_fits(...)`` so that it cannot happen).
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
@@ -285,9 +318,13 @@ def lower_partition(
             function = online_lowering(plan, region, views, target, taken)
         if function is None and region.is_fused:
             function = lower_region(plan, region, views, target, taken, tile)
-        if function is not None:
-            functions.append(function)
-            continue
-        for member in region.members:
-            functions.append(lower_group(plan, (member,), views, target, taken))
+        if function is None and region.is_fused:
+            raise CompileError(
+                f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
+                f"{region_fit(plan, region, target, online_lowering, views)}; choose the partition with "
+                "fits=weft.lower.fused.region_fits(plan, target) so greedy takes a smaller candidate"
+            )
+        if function is None:
+            function = lower_group(plan, region.members, views, target, taken)
+        functions.append(function)
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)

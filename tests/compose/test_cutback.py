@@ -1,0 +1,79 @@
+"""Greedy and the lowering agree: a candidate whose tile-local scratch cannot fit the
+budget even at a tile of one is not taken; a smaller one is, the cut is explained,
+and the members left out anchor regions of their own (no silent member-by-member
+fallback)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import weft
+import weft.nn as nn
+from weft.compose import choose_regions, explain_plan
+from weft.errors import CompileError
+from weft.lower.fused import SCRATCH_BUDGET, lower_partition, region_fits
+from weft.lower.schedule import Target
+from weft.oracle.interpreter import run_all
+
+COLS = 40_000  # one row of float32: 160,000 B; two live rows: 320,000 B > 262,144 B
+
+
+def chain_plan():
+    """t0 = x + 1; t1 = t0 * 2; t2 = t1 - 3; s = sum_j t2 (rows x COLS).
+
+    [t1 t2 s] needs t1 and t2 live together in a row (320,000 B): too big; [t2 s]
+    fits, so greedy cuts back to it; t1 then anchors [t0 t1] (t0 one row: fits).
+    """
+    return nn.trace(lambda x: nn.sum((x + 1.0) * 2.0 - 3.0, axis=-1), nn.spec((3, COLS)))
+
+
+def test_greedy_takes_the_largest_candidate_that_lowers_and_regrows_the_rest():
+    plan = chain_plan()
+    assert 2 * COLS * 4 > SCRATCH_BUDGET > COLS * 4
+    target = Target(lanes=16, contract="strict")
+    unchecked = choose_regions(plan, "greedy", "strict")
+    assert len(unchecked.fused) == 1 and unchecked.fused[0].size == 4
+    partition = choose_regions(plan, "greedy", "strict", fits=region_fits(plan, target))
+    sizes = sorted(region.size for region in partition.regions)
+    assert sizes == [2, 2], [r.members for r in partition.regions]
+    (cut,) = partition.cutbacks
+    assert (cut.taken, cut.count) == (2, 4) and len(cut.left_out) == 2
+    assert "exceeds the 262,144 B budget" in cut.describe() and "took candidate 2 of 4" in cut.describe()
+    # every chosen region lowers fused: one function per region, each with a tile loop
+    lowered = lower_partition(plan, partition, target)
+    assert [len(f.members) for f in lowered.functions] == [2, 2]
+    assert all(f.tile_loop is not None for f in lowered.functions)
+
+
+def test_a_partition_the_lowering_cannot_emit_raises_instead_of_falling_back():
+    plan = chain_plan()
+    with pytest.raises(CompileError, match="cannot be lowered fused: scratch .* exceeds"):
+        lower_partition(plan, choose_regions(plan, "greedy", "strict"), Target(lanes=16))
+
+
+def test_explain_shows_the_cut_and_the_compile_matches_it(fused_config, capsys):
+    plan = chain_plan()
+    text = explain_plan(plan, "greedy", "strict").text()
+    assert "cut back: candidate 4: scratch 320,000 B per tile row" in text
+    assert "took candidate 2 of 4 instead" in text
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    assert sorted(len(group) for group in compiled.groups) == [2, 2]
+    compiled.explain()
+    shown = capsys.readouterr().out
+    assert "cut back:" in shown and shown.count("one pass") == 0
+    x = np.random.default_rng(3).standard_normal((3, COLS)).astype(np.float32)
+    expected = run_all(plan, x)[plan.outputs[0]]
+    assert compiled(x).tobytes() == expected.tobytes()
+    reference = (((x.astype(np.float64) + 1) * 2) - 3).sum(axis=-1)
+    np.testing.assert_allclose(compiled(x), reference, rtol=1e-4, atol=1e-2)
+
+
+def test_an_anchor_cut_back_to_itself_says_why_it_is_alone():
+    # one row of any elementwise member is 280,000 B: the sum keeps nothing; the three
+    # elementwise members it left out fuse on their own (tiled along the columns)
+    plan = nn.trace(lambda x: nn.sum(nn.exp(x * 2.0) + 1.0, axis=-1), nn.spec((2, 70_000)))
+    partition = explain_plan(plan, "greedy", "strict").partition
+    assert [region.size for region in partition.regions] == [3, 1]
+    (reasons,) = dict(partition.unfused).values()
+    assert "exceeds the 262,144 B budget; took candidate 1 of 4" in reasons[0]
