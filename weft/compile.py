@@ -201,6 +201,18 @@ class CompiledPlan:
         text = explain_plan(self.plan, policy, self.config.contract).text()
         print(text + "\n" + format_lowering(self.lowered), file=file)
 
+    def describe(self) -> str:
+        """How each lowered function runs: one line per nest."""
+        lines = [f"{self!r}"]
+        for function in self.lowered.functions:
+            tile = f" (tiles of {function.tile_loop.size} along {function.tile_loop.variable})" \
+                if function.tile_loop else ""
+            lines.append(f"  {function.name}{tile}")
+            for nest in function.nests:
+                text = nest.describe() if hasattr(nest, "describe") else type(nest).__name__
+                lines.append(f"    {text}")
+        return "\n".join(lines)
+
     def memory_bytes(self) -> int:
         """Arena, tile-local scratch (per thread) and outputs, in bytes."""
         scratch = 0

@@ -86,6 +86,25 @@ class MemberNest:
     def name(self) -> str:
         return self.kernel.output
 
+    def describe(self) -> str:
+        """One line: how this member runs (for reports and ``CompiledPlan.describe``)."""
+        parts = []
+        if self.fold_lanes:
+            inner = self.kernel.fold.axes[-1].name
+            parts.append(f"fold lanes along {inner} x{self.lanes}, {self.fold_accumulators} accumulators")
+        elif self.vector_axis:
+            parts.append(f"lanes along {self.vector_axis} x{self.lanes}, {self.block_vectors} vectors")
+        else:
+            parts.append("scalar")
+        if self.block_axis:
+            parts.append(f"rows of {self.block_axis} x{self.block_rows}")
+        if self.transpose_fold:
+            parts.append("transposed tiles")
+        if self.packed:
+            parts.append("packed " + ", ".join(load.buffer for load in self.packed))
+        parts.append("parallel" if self.parallel else "serial")
+        return f"{self.kernel.output}: " + "; ".join(parts)
+
     def view(self, buffer: str) -> BufferView:
         for view in self.views:
             if view.buffer == buffer:
@@ -126,6 +145,10 @@ class GemmCall:
     @property
     def name(self) -> str:
         return self.kernel.output
+
+    def describe(self) -> str:
+        batch = f" x{self.batch} batches" if self.batch > 1 else ""
+        return f"{self.kernel.output}: BLAS sgemm {self.m}x{self.n}x{self.k}{batch}"
 
 
 @dataclass(frozen=True, slots=True)
