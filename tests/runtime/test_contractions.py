@@ -86,3 +86,16 @@ def test_conv2d_halo_across_lanes(make_config, contract):
                 window = padded[:, :, ky * dil: ky * dil + 20, kx * dil: kx * dil + 37]
                 want += np.einsum("nchw,oc->nohw", window, w64[:, :, ky, kx])
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_blas_batches_with_a_shared_operand(make_config):
+    """(B, M, K) @ (K, N) and (M, K) @ (B, K, N): one operand has batch stride 0."""
+    a, w = _f32((3, 29, 18), 20), _f32((18, 21), 21)
+    a2, w2 = _f32((29, 18), 22), _f32((3, 18, 21), 23)
+    plan = weft.trace(lambda a, w, a2, w2: (nn.matmul(a, w), nn.matmul(a2, w2)),
+                      *[weft.spec(x.shape) for x in (a, w, a2, w2)])
+    compiled = weft.compile(plan, config=make_config("inference"), blas=True)
+    assert all(isinstance(n, GemmCall) for n in _nests(compiled).values())
+    got = compiled(a, w, a2, w2)
+    for g, want in zip(got, (a.astype(np.float64) @ w, a2.astype(np.float64) @ w2), strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
