@@ -170,9 +170,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         fold_accumulators=4 if fold_lanes else 1,
         transpose_fold=transpose_fold,
         packed=packed,
-        # enough outer points to share among threads: a work item takes a whole row of
-        # vector blocks (cheap decode, loop-invariant work hoisted); else one block each
-        blocks_per_item=0 if outer_points >= 64 else 1,
+        blocks_per_item=_blocks_per_item(kernel, vector_axis, block_vectors * target.lanes, outer_points),
     )
 
 
@@ -213,6 +211,20 @@ def _contiguous_loads(loads, views: dict[str, BufferView], axis: str) -> int:
         and views[load.buffer].dtype.itemsize == 4
         for load in loads
     )
+
+
+# About this many work items per nest: enough to balance threads (a guided schedule),
+# few enough that decoding an item costs nothing next to its work.
+WORK_ITEMS = 256
+
+
+def _blocks_per_item(kernel: Kernel, vector_axis: str | None, span: int, outer_points: int) -> int:
+    """Vector blocks per work item: a whole row of them (0) when the outer axes alone give
+    enough items, else as many as keep the item count near WORK_ITEMS."""
+    if vector_axis is None or outer_points >= WORK_ITEMS // 4:
+        return 0
+    blocks = -(-_extent(kernel, vector_axis) // span)
+    return max(1, -(-blocks * outer_points // WORK_ITEMS))
 
 
 def _extent(kernel: Kernel, axis: str) -> int:
