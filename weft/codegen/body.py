@@ -89,7 +89,7 @@ def c_literal(value, dtype: DType) -> str:
     if dtype is DType.BOOL:
         return "1" if value else "0"
     if dtype is DType.INT64:
-        return f"INT64_C({int(value)})"
+        return f"INT64_C({int(value)})" if int(value) > -(2**63) else "INT64_MIN"
     return f"((int32_t){int(value)})" if int(value) >= -(2**31) + 1 else "INT32_MIN"
 
 
