@@ -49,6 +49,11 @@ def test_parse_setting():
 
 def test_explain_with_lowering_compiles(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
-    assert main(["explain", "softmax", "--contract", "inference", "--lowering", "--set", "rows=8", "--set", "cols=64"]) == 0
+    assert main(["explain", "cross-entropy", "--contract", "inference", "--lowering", "--set", "tokens=8", "--set", "vocab=64"]) == 0
     text = capsys.readouterr().out
     assert "lowered:" in text and "one pass (rescaled)" in text
+    # softmax needs E = exp(x - m) itself (P = E / L): the rewrite is legal, the plain fused form is used
+    assert main(["explain", "softmax", "--contract", "inference", "--lowering", "--set", "rows=8", "--set", "cols=64"]) == 0
+    text = capsys.readouterr().out
+    assert "rewrite: fired" in text and "one pass not used: softmax_exp needs the terms" in text
+    assert "one pass (rescaled)" not in text

@@ -36,6 +36,7 @@ class Explanation:
     partition: Partition
     reports: tuple[RegionReport, ...]
     anchors: tuple[str, ...] = ()
+    plan: Plan | None = None
 
     def report_for(self, anchor: str) -> RegionReport:
         for report in self.reports:
@@ -58,7 +59,7 @@ def explain_partition(plan: Plan, partition: Partition) -> Explanation:
         candidates = tuple(c.members for c in growth.candidates) if growth else (region.members,)
         rewrite = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
         reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite))
-    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan))
+    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan), plan)
 
 
 def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None) -> Explanation:
@@ -112,6 +113,11 @@ def format_explanation(explanation: Explanation) -> str:
         match report.rewrite:
             case OnlineFold() as online:
                 lines.append(f"  rewrite: fired: {online.describe()}")
+                from weft.lower.online import one_pass_declined
+
+                declined = one_pass_declined(explanation.plan, region, online) if explanation.plan else None
+                if declined:
+                    lines.append(f"  lowering: one pass not used: {declined}")
             case RewriteRefusal(reason=reason, applicable=True):
                 lines.append(f"  rewrite: not applied: {reason}")
             case RewriteRefusal(reason=reason):

@@ -8,19 +8,29 @@ nests into block scratch; dissolved members (exp, probabilities) are inlined
 into the terms; so nothing of size rows × pass-extent exists. Per tile::
 
     ref[r] = -inf; acc_l[r] = 0; acc_o[r][e] = 0            /* per row of the tile */
-    for jb in blocks of 64:
+    for jb in blocks of 64 (the whole axis when nothing is streamed):
         s_block[r][j] = sum_d q[r,d] * k[j,d] * scale      /* streamed member, its own nest */
-        for each row r: for j in the block:
-            new = max(ref[r], s)
-            if new != ref[r]:                              /* rescale what was folded */
+        for each row r:
+            new = max(ref[r], max of s over the block)     /* vector max, one reduction */
+            if new != ref[r]:                              /* one rescale per block */
                 c = exp(b(new) - b(ref[r])); acc_l[r] *= c; acc_o[r][:] *= c
-            acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]   /* e in vectors */
+            for j in the block (vectors along j):
+                acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]
             ref[r] = new
     m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
 
 Members of the region outside the pass run as ordinary tile-restricted nests
 before or after it. When an axis of the pass cannot be matched up (an index map
 the pass does not follow), the region falls back to the plain fused lowering.
+
+When the one pass is not taken although the rewrite is legal: if a member run
+after the pass reads the reference fold's result and is itself as long as the
+pass axis (softmax's ``E = exp(x - m)``, which ``P = E / L`` needs), the terms
+must be materialised anyway. The one pass then saves no memory traffic (the
+plain fused form walks a tile that is in cache) and would compute every exp
+twice (in the pass, and again for ``E``), so the plain fused form is used
+(``rematerialised_after``). Otherwise (attention, cross-entropy, norm + linear)
+the one pass is used.
 """
 
 from __future__ import annotations
@@ -46,7 +56,6 @@ from weft.compose.rescale import (
 from weft.ir import (
     Axis,
     AxisIndex,
-    Combiner,
     Expr,
     Kernel,
     Plan,
@@ -180,6 +189,9 @@ class OnlinePass:
         inner = self._row_loops(lines, depth + 1)
         emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{self.row_flat}]}}; {ctype} wo_ref_new[1];")
         emit(inner, f"long {self.step} = wo_jb; const long wo_stop = wfc_minl(wo_jb + {self.block}, {extent});")
+        self._render_reference(lines, inner, counter, dtype)
+        self._render_rescale(lines, inner, counter, dtype)
+        emit(inner, f"{self.step} = wo_jb;")
         if self.fold_lanes:
             emit(inner, f"for (; {self.step} + {lanes} <= wo_stop; {self.step} += {lanes}) {{")
             self._render_step(lines, inner + 1, counter, dtype, vector=True)
@@ -187,7 +199,7 @@ class OnlinePass:
         emit(inner, f"for (; {self.step} < wo_stop; {self.step}++) {{")
         self._render_step(lines, inner + 1, counter, dtype, vector=False)
         emit(inner, "}")
-        emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_old[0];")
+        emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_new[0];")
         for _ in self.rows:
             inner -= 1
             emit(inner, "}")
@@ -205,48 +217,61 @@ class OnlinePass:
     def _vector_slot(self, dependent: PassDependent) -> str:
         return f"&{dependent.accumulator}_v[({self.row_flat}) * {self.lanes}]"
 
-    def _render_step(self, lines, step: int, counter, dtype, vector: bool) -> None:
-        """One point (or, with ``vector``, one vector of points) of the pass axis for one row."""
-        online, reference = self.online, self.reference
+    def _render_reference(self, lines, depth: int, counter, dtype) -> None:
+        """The block's reference (the row max over this block of the pass axis), in vectors:
+        one vector accumulator, one horizontal reduction, then the scalar tail."""
+        online = self.online
         ctype = SCALAR_TYPE[dtype]
-        emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
+        emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
+        combiner = online.reference_combiner
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True)}
         env_ref[online.reference_axis] = self.step
-        running = {reference.output: "wo_ref_new"}
-        renderer = self._renderer(lines, step, counter, env_ref, {})
-        if vector:  # the reference moves once per vector, by the vector's own extremum
+        emit(depth, f"{ctype} wo_bm = wo_ref_old[0];")
+        if self.fold_lanes:
+            identity = fold_identity(combiner, dtype)
+            emit(depth, f"wf_vf wo_vm = wfc_splat_f({identity});")
+            emit(depth, f"for (; {self.step} + {self.lanes} <= wo_stop; {self.step} += {self.lanes}) {{")
+            renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
             renderer.vector_axis = online.reference_axis
-            terms = counter.fresh("wo_t")
-            emit(step, f"const wf_vf {terms} = {renderer.splat(renderer.render(online.reference_term))};")
-            emit(step, f"{ctype} wo_bm = {terms}[0];")
-            pick = combine(online.reference_combiner, dtype, False, "wo_bm", f"{terms}[wo_l]")
-            reduce = f"for (int wo_l = 1; wo_l < {self.lanes}; wo_l++) wo_bm = {pick};"
-            if online.reference_combiner is Combiner.SUM:
-                emit(step, reduce)
-            else:  # the reference rarely moves: reduce the vector only when a lane passes it
-                beyond = ">" if online.reference_combiner is Combiner.MAX else "<"
-                emit(step, f"const wf_vi wo_up = ({terms} {beyond} wfc_splat_f(wo_ref_old[0])) | ({terms} != {terms});")
-                emit(step, "const wf_vi wo_none = {0};")
-                emit(step, f"if (memcmp(&wo_up, &wo_none, sizeof wo_up) != 0) {{ {reduce} }} else wo_bm = wo_ref_old[0];")
-            term = "wo_bm"
-        else:
-            term = renderer.render(online.reference_term).code
-        emit(step, "wo_ref_new[0] = " + combine(online.reference_combiner, dtype, False, "wo_ref_old[0]", term) + ";")
+            term = renderer.splat(renderer.render(online.reference_term))
+            emit(depth + 1, f"wo_vm = {combine(combiner, dtype, True, 'wo_vm', term)};")
+            emit(depth, "}")
+            pick = combine(combiner, dtype, False, "wo_bm", "wo_vm[wo_l]")
+            emit(depth, f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) wo_bm = {pick};")
+        emit(depth, f"for (; {self.step} < wo_stop; {self.step}++) {{")
+        renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
+        term = renderer.render(online.reference_term).code
+        emit(depth + 1, f"wo_bm = {combine(combiner, dtype, False, 'wo_bm', term)};")
+        emit(depth, "}")
+        emit(depth, "wo_ref_new[0] = wo_bm;")
+
+    def _render_rescale(self, lines, depth: int, counter, dtype) -> None:
+        """Once per block: if the reference moved, scale what was folded by exp(b(new) - b(old))."""
         rescaled = [d for d in self.dependents if d.fold.exponent is not None]
-        if rescaled:
-            emit(step, "if (wo_ref_new[0] != wo_ref_old[0]) {")
-            for dependent in rescaled:
-                env = dict(dependent.env)
-                new = self._renderer(lines, step + 1, counter, env, {reference.output: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
-                old = self._renderer(lines, step + 1, counter, env, {reference.output: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
-                factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
-                emit(step + 1, f"{{ const {ctype} wo_c = {factor};")
-                emit(step + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
-                if self.fold_lanes and dependent.count == 1:
-                    slot = self._vector_slot(dependent)
-                    emit(step + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
-                emit(step + 1, "}")
-            emit(step, "}")
+        if not rescaled:
+            return
+        ctype = SCALAR_TYPE[dtype]
+        emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
+        reference = self.reference.output
+        emit(depth, "if (wo_ref_new[0] != wo_ref_old[0]) {")
+        for dependent in rescaled:
+            env = dict(dependent.env)
+            new = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
+            old = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
+            factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
+            emit(depth + 1, f"{{ const {ctype} wo_c = {factor};")
+            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
+            if self.fold_lanes and dependent.count == 1:
+                slot = self._vector_slot(dependent)
+                emit(depth + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
+            emit(depth + 1, "}")
+        emit(depth, "}")
+
+    def _render_step(self, lines, step: int, counter, dtype, vector: bool) -> None:
+        """One point (or, with ``vector``, one vector of points) of the pass axis for one row:
+        every dependent folds its term against the block's reference (already final)."""
+        emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
+        running = {self.reference.output: "wo_ref_new"}
         for dependent in self.dependents:
             if vector and dependent.count == 1:
                 renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
@@ -259,7 +284,6 @@ class OnlinePass:
                 self._render_lanes(lines, step, counter, dependent, running, dtype)
             else:
                 self._render_update(lines, step, counter, dependent, running, dtype)
-        emit(step, "wo_ref_old[0] = wo_ref_new[0];")
 
     def _render_lanes(self, lines, step: int, counter, dependent: PassDependent, running, dtype) -> None:
         """A dependent with extra axes over one vector of the pass axis: the parts of its term
@@ -510,7 +534,7 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         offset = var if start == "0" else f"({var} - {start})"
         row_flat = offset if row_flat == "0" else f"({row_flat}) * {count} + {offset}"
         row_count *= count
-    if not streamed:  # nothing to compute per block: each row walks the whole axis at once
+    if not streamed:  # nothing to compute per block: each row walks the whole axis (max, then folds)
         block = online.extent
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
     return OnlinePass(
@@ -551,6 +575,28 @@ def _state_bytes(plan: Plan, online: OnlineFold, tiling: Tiling) -> int:
     return 4 * row_count * (per_row + PASS_LANES * len(online.dependents))
 
 
+def rematerialised_after(plan: Plan, online: OnlineFold, after: tuple[str, ...]) -> str | None:
+    """A member after the pass that recomputes the pass's terms over the pass axis (module doc):
+    it reads the reference fold's result and has an output axis as long as the pass axis."""
+    for name in after:
+        kernel = plan.kernel(name)
+        if online.reference in kernel.reads and any(axis.extent == online.extent for axis in kernel.axes):
+            return name
+    return None
+
+
+def one_pass_declined(plan: Plan, region: Region, online: OnlineFold) -> str | None:
+    """Why the lowering prefers the plain fused form although the rewrite fired (None: it does not)."""
+    schedule = pass_schedule(plan, region, online)
+    if schedule is None:
+        return "no order of the other members around the pass works"
+    name = rematerialised_after(plan, online, schedule[1])
+    if name is not None:
+        return (f"{name} needs the terms over the pass axis after the pass (it reads {online.reference}),"
+                " so one pass would save no traffic and compute every exp twice: plain fused form")
+    return None
+
+
 def lower_online_region(
     plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str]
 ) -> LoweredFunction | None:
@@ -586,7 +632,7 @@ def lower_online_region(
     except _Unmappable:
         return None
     schedule = pass_schedule(plan, region, online)
-    if schedule is None:
+    if schedule is None or rematerialised_after(plan, online, schedule[1]) is not None:
         return None
     taken |= probe
     single = tiling.count == 1

@@ -1,0 +1,63 @@
+"""The one-pass lowering's shape: the running max moves once per block (a vector max,
+one reduction, one rescale), and a region whose exps must be materialised anyway
+(softmax: P = E / L) is lowered in the plain fused form instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import weft
+import weft.nn as nn
+
+
+def _source(compiled) -> str:
+    return Path(compiled.source_path).read_text()
+
+
+def _kinds(compiled) -> list[set[str]]:
+    return [{type(n).__name__ for n in f.nests} for f in compiled.lowered.functions if len(f.members) > 1]
+
+
+def test_softmax_prefers_the_plain_fused_form_under_inference(fused_config):
+    plan = nn.trace(lambda x: nn.softmax(x), nn.spec((5, 300)))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    (kinds,) = _kinds(compiled)
+    assert "OnlinePass" not in kinds  # one fused function, three passes over a tile in cache
+    x = (3 * np.random.default_rng(1).standard_normal((5, 300))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(compiled(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_one_pass_rescales_once_per_block_with_a_vector_max(fused_config):
+    # rows whose max rises many times along the axis (ascending ramps), inside and across vectors
+    rows, vocab = 4, 1000
+    plan = nn.trace(lambda x, t: nn.cross_entropy(x, t, reduction="none"), nn.spec((rows, vocab)), nn.spec((rows,), "int64"))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
+    source = _source(compiled)
+    assert "memcmp(&wo_up" not in source and "wo_vm = wfc_max_f(wo_vm" in source
+    assert source.count("if (wo_ref_new[0] != wo_ref_old[0])") == 1  # per block, not per vector or point
+    ramp = np.linspace(-20, 30, vocab, dtype=np.float64)
+    x = np.stack([ramp, ramp[::-1], np.sin(ramp) * 40, ramp * 0 - 7]).astype(np.float32)
+    t = np.array([3, 999, 500, 0], dtype=np.int64)
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=1)
+    expected = np.log(np.exp(x64 - m[:, None]).sum(axis=1)) + m - x64[np.arange(rows), t]
+    np.testing.assert_allclose(compiled(x, t), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_blocks_rescale_accumulated_outputs(fused_config):
+    # 200 keys: four blocks of 64 (the last partial); later keys score higher, so the max rises per block
+    q = np.random.default_rng(2).standard_normal((3, 200, 16)).astype(np.float32)
+    k = q + np.linspace(0, 3, 200, dtype=np.float32)[None, :, None]
+    v = np.random.default_rng(3).standard_normal((3, 200, 16)).astype(np.float32)
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *[nn.spec((3, 200, 16))] * 3)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
+    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
