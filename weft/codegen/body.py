@@ -40,7 +40,7 @@ from weft.ir import (
     expr_axes,
     index_range,
 )
-from weft.lower.access import Access, address_step, axis_step, load_access
+from weft.lower.access import Access, address_step, axis_step, load_access, unwrapped_step
 from weft.lower.nest import BufferView
 
 SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
@@ -224,12 +224,17 @@ class BodyRenderer:
                 if step is None:
                     return self.lanewise(expr)
                 # affine along the lanes (a causal mask's j): base + step * (0, 1, 2, ...)
-                lanes = self.local(DType.INT64, True, f"(wfc_splat_l({self.index(index)}) + wfc_iota_l() * INT64_C({step}))")
+                stepped = "wfc_iota_l()" if step == 1 else f"wfc_iota_l() * INT64_C({step})"
+                lanes = self.local(DType.INT64, True, f"(wfc_splat_l({self.index(index)}) + {stepped})")
                 return self.local(dtype, True, vector_cast(lanes, dtype))
             case Unary(op, operand):
                 inner = self.render(operand)
                 return self.local(inner.dtype, True, vector_unary(op, inner))
             case Binary(op, left, right):
+                if op in _COMPARE_OPS:
+                    narrow = self.narrow_compare(op, left, right)
+                    if narrow is not None:
+                        return narrow
                 a, b = self.render(left), self.render(right)
                 if a.dtype is not DType.FLOAT32 and op is BinaryOp.DIV:
                     return self.lanewise(expr)
@@ -244,6 +249,31 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
+
+    def narrow_int(self, expr: Expr) -> str | None:
+        """int32 lanes for an integer index value or constant that provably fits in int32
+        (a mask's positions): 16 int64 lanes would take two registers and conversions."""
+        match expr:
+            case IndexValue(index, DType.INT64 | DType.INT32):
+                bounds = index_range(index, self.extents)
+                if bounds is None or bounds[0] < -(2**31) or bounds[1] >= 2**31:
+                    return None
+                step = axis_step(index, self.vector_axis)
+                if step is None:
+                    return None
+                base = f"wfc_splat_i((int32_t){self.index(index)})"
+                if step == 0:
+                    return base
+                return f"({base} + wfc_iota_i())" if step == 1 else f"({base} + wfc_iota_i() * {step})"
+            case Const(value, DType.INT64 | DType.INT32) if -(2**31) < int(value) < 2**31:
+                return f"wfc_splat_i({int(value)})"
+        return None
+
+    def narrow_compare(self, op: BinaryOp, left: Expr, right: Expr) -> Value | None:
+        a, b = self.narrow_int(left), self.narrow_int(right)
+        if a is None or b is None:
+            return None
+        return self.local(DType.BOOL, True, f"({a} {C_INFIX[op]} {b})")
 
     def lanewise(self, expr: Expr, into: str | None = None) -> Value:
         """Build a vector lane by lane from the scalar rendering at each lane's position."""
@@ -313,6 +343,43 @@ class BodyRenderer:
         pad = c_literal(load.padding, dtype)
         return self.local(dtype, False, f"({' && '.join(checks)}) ? {code} : {pad}")
 
+    def at_lane(self, index: IndexExpr, lane: int) -> str:
+        """The C value of an index at one lane of the current vector."""
+        saved = self.env
+        self.env = {**saved, self.vector_axis: f"{saved[self.vector_axis]} + {lane}" if lane else saved[self.vector_axis]}
+        try:
+            return self.index(index)
+        finally:
+            self.env = saved
+
+    def unwrapped_load(self, load: Load, view: BufferView) -> Value | None:
+        """A reshaped or rotated read (floor-div/mod along the lanes): one contiguous load
+        when no quotient changes across the lanes, lane by lane where one does."""
+        total, conditions = 0, []
+        for index, stride in zip(load.index, view.strides, strict=True):
+            analysed = unwrapped_step(index, self.vector_axis)
+            if analysed is None:
+                return None
+            total += analysed[0] * stride
+            conditions += analysed[1]
+        if total != 1 or not conditions:
+            return None
+        last = self.lanes - 1
+        checks = [
+            f"wfc_floordiv({self.at_lane(operand, 0)}, INT64_C({divisor})) =="
+            f" wfc_floordiv({self.at_lane(operand, last)}, INT64_C({divisor}))"
+            for operand, divisor in dict.fromkeys(conditions)
+        ]
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[view.dtype]} {name};")
+        self.emit(f"if ({' && '.join(checks)}) {{")
+        self.emit(f"    {name} = wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{self.address(view, load.index)}]);")
+        self.emit("} else {")
+        inner = self.sub_renderer(self.lines, self.indent + "    ", self.env, self.vector_axis)
+        inner.lanewise(load, into=name)
+        self.emit("}")
+        return Value(name, view.dtype, True)
+
     def padded_vector_load(self, load: Load, view: BufferView) -> Value:
         """A halo read (convolution, shifted window): one contiguous load when every lane
         is in range (an affine index is in range at all lanes iff at the first and last),
@@ -365,6 +432,10 @@ class BodyRenderer:
                 address = self.address(view, load.index)
             return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
+        if step is None and load.padding is None and view.dtype in (DType.FLOAT32, DType.INT32):
+            unwrapped = self.unwrapped_load(load, view)
+            if unwrapped is not None:
+                return unwrapped
         if (
             load.padding is not None and step == 1 and view.dtype in (DType.FLOAT32, DType.INT32)
             and not any(map(_has_index_of, load.index))
@@ -380,6 +451,7 @@ class BodyRenderer:
 
 
 _ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})
+_COMPARE_OPS = frozenset({BinaryOp.LT, BinaryOp.LE, BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE})
 
 
 def _has_index_of(index: IndexExpr) -> bool:

@@ -73,6 +73,7 @@ static inline int64_t wfc_floordiv(int64_t a, int64_t b) {{ int64_t q = a / b; r
 static inline int64_t wfc_floormod(int64_t a, int64_t b) {{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
 static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
 static inline wf_vl wfc_iota_l(void) {{ return (wf_vl){{{iota}}}; }}
+static inline wf_vi wfc_iota_i(void) {{ return (wf_vi){{{iota}}}; }}
 /* lanes at a constant element stride (a row reduction with lanes along rows, a
    transpose): a hardware gather where there is one, never a store-forwarding stall */
 static inline wf_vf wfc_gather_f(const float *p, long stride) {{

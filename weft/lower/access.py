@@ -14,7 +14,10 @@ from weft.ir import (
     IndexAdd,
     IndexConst,
     IndexExpr,
+    IndexFloorDiv,
+    IndexMod,
     IndexMul,
+    IndexOf,
     Load,
     index_axes,
 )
@@ -86,6 +89,36 @@ def transposable(load: Load, strides: tuple[int, ...], lane_axis: str, fold_axis
         return False
     step = address_step(load, strides, lane_axis)
     return step not in (None, 0, 1) and address_step(load, strides, fold_axis) == 1
+
+
+def unwrapped_step(index: IndexExpr, axis: str) -> tuple[int, tuple[tuple[IndexExpr, int], ...]] | None:
+    """The step of ``index`` along ``axis`` if no floor-div or mod inside it wraps within a
+    vector, and the ``(operand, divisor)`` pairs whose quotient must then stay constant
+    across the lanes (checked at run time). A reshape ``x[f // 64, f % 64]`` along ``f``
+    steps by (0, 1) inside any 16 lanes that do not cross a multiple of 64. None when a
+    gather index moves with the axis."""
+    if axis not in index_axes(index):
+        return 0, ()
+    match index:
+        case AxisIndex(name):
+            return (1 if name == axis else 0), ()
+        case IndexAdd(left, right):
+            a, b = unwrapped_step(left, axis), unwrapped_step(right, axis)
+            if a is None or b is None:
+                return None
+            return a[0] + b[0], a[1] + b[1]
+        case IndexMul(operand, factor):
+            inner = unwrapped_step(operand, axis)
+            return None if inner is None else (inner[0] * factor, inner[1])
+        case IndexFloorDiv(operand, divisor):
+            inner = unwrapped_step(operand, axis)
+            return None if inner is None else (0, inner[1] + ((operand, divisor),))
+        case IndexMod(operand, divisor):
+            inner = unwrapped_step(operand, axis)
+            return None if inner is None else (inner[0], inner[1] + ((operand, divisor),))
+        case IndexOf():
+            return None
+    return None
 
 
 def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
