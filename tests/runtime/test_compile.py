@@ -235,3 +235,29 @@ def test_forked_children_do_not_hang(make_config):
     with context.Pool(1) as pool:
         results = pool.map_async(_run_in_fork, [0]).get(timeout=120)
     assert results == [want.tobytes()]
+
+
+@pytest.mark.parametrize("contract", ["strict", "inference"])
+def test_reshaped_and_rotated_reads_across_lanes(make_config, contract):
+    """x[f // 37, f % 37] and a rotation by 12 of period 24: some vectors stay inside one
+    quotient (one contiguous load), others cross it (lane by lane)."""
+    from weft.ir import IndexMod
+
+    rows, cols = 9, 37
+    f = Axis("f", rows * cols)
+    i, j = Axis("i", rows), Axis("j", 48)
+    kernels = (
+        Kernel("flat", (f,), Load("x", (ax("f") // cols, ax("f") % cols))),
+        Kernel("rot", (i, j), Load("y", (ax("i"), (ax("j") // 24) * 24 + IndexMod(ax("j") + 12, 24)))),
+    )
+    buffers = (buffer("x", (rows, cols), Role.INPUT), buffer("y", (rows, 48), Role.INPUT),
+               buffer("flat", (rows * cols,), Role.OUTPUT), buffer("rot", (rows, 48), Role.OUTPUT))
+    plan = Plan(buffers, kernels, ("x", "y"), ("flat", "rot"), name="reshapes")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    y = rng.standard_normal((rows, 48)).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config(contract))
+    flat, rot = compiled(x, y)
+    assert_same_bytes((flat, rot), run(plan, x, y))
+    assert np.array_equal(flat, x.reshape(-1))
+    assert np.array_equal(rot, np.concatenate([np.roll(y[:, :24], -12, 1), np.roll(y[:, 24:], -12, 1)], 1))
