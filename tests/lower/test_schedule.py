@@ -88,3 +88,9 @@ def test_groups_seam_puts_members_in_one_function():
     assert {v.buffer for v in lowered.functions[0].params} == {"a", "b", "c", "rowmax"}
     views = default_views(plan)
     assert views["c"].strides == (80, 1) and views["c"].pointer.startswith("b_")
+
+
+def test_matrix_vector_products_stay_generated():
+    plan = matmul_plan(m=1, k=48, n=80)
+    inference = lower_plan(plan, None, Target(lanes=16, contract="inference", use_blas=True))
+    assert isinstance(inference.functions[0].nests[0], MemberNest)
