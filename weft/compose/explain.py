@@ -25,6 +25,7 @@ class RegionReport:
     candidates: tuple[tuple[str, ...], ...]
     signature: str
     rewrite: OnlineFold | RewriteRefusal | None
+    blas_lost: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +53,18 @@ class Explanation:
 
 
 def explain_partition(plan: Plan, partition: Partition) -> Explanation:
+    from weft.lower.fused import blas_lost
+    from weft.lower.schedule import default_views
+
     growths = {growth.anchor: growth for growth in partition.growths}
+    views = default_views(plan)
     reports = []
     for region in partition.regions:
         growth = growths.get(region.anchor)
         candidates = tuple(c.members for c in growth.candidates) if growth else (region.members,)
         rewrite = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
-        reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite))
+        lost = blas_lost(plan, region, views) if partition.contract == "inference" else ()
+        reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite, lost))
     return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan), plan)
 
 
@@ -110,6 +116,11 @@ def format_explanation(explanation: Explanation) -> str:
         lines.append(f"  chosen: {' '.join(region.members)}  ({details})  signature {report.signature}")
         tiles = ", ".join(f"{member}.{axis}" for member, axis in region.tile_axes)
         lines.append(f"  tile axis per member: {tiles}")
+        for member in report.blas_lost:
+            lines.append(
+                f"  BLAS: contraction member {member} loses its BLAS body inside region {region.anchor}"
+                " (unfused, with BLAS available, it would call sgemm; fused it is a tiled loop nest: for the cost model to weigh)"
+            )
         match report.rewrite:
             case OnlineFold() as online:
                 lines.append(f"  rewrite: fired: {online.describe()}")

@@ -293,6 +293,21 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
             f" exceeds the {SCRATCH_BUDGET:,} B budget")
 
 
+def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
+    """Contraction members of fused ``region`` that would call BLAS unfused (under Inference
+    with BLAS available) but are tiled loop nests inside the region (``tiled_nest`` has no
+    library body: a library call ignores tile ranges). Reported by ``explain``; weighing this
+    loss against the fusion's saved traffic is the cost model's job, not greedy's."""
+    if not region.is_fused:
+        return ()
+    views = views if views is not None else default_views(plan)
+    target = Target(lanes=16, contract="inference", use_blas=True)
+    return tuple(
+        name for name in region.members
+        if plan.kernel(name).fold is not None and not isinstance(lower_member(plan.kernel(name), views, target), MemberNest)
+    )
+
+
 def region_fits(plan: Plan, target: Target, online_lowering=None):
     """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``."""
     views = default_views(plan)
