@@ -138,7 +138,9 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         block_rows = min(6 if target.lanes >= 16 else 4, _extent(kernel, block_axis))
         block_vectors = 1 if transpose_fold else 2
     elif kernel.fold is not None:
-        block_rows, block_vectors = 1, 1 if transpose_fold else 4
+        # a fold walking rows of a matrix (x @ W for one x, column sums) reads a strip of
+        # block_vectors * lanes columns per row: wide strips keep each page visit long
+        block_rows, block_vectors = 1, 1 if transpose_fold else 8
     else:
         block_rows, block_vectors = 1, 2
     packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
