@@ -121,7 +121,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         loads = expr_loads(kernel.body)
         # fold lanes serve row reductions; a contraction with an output axis to block and
         # lanes along the other keeps register blocking and a packed panel instead
-        blockable = kernel.is_contraction and vector_axis is not None and len(kernel.axes) >= 2
+        blockable = kernel.is_contraction and choose_block_axis(kernel, vector_axis, views) is not None
         if target.contract == "inference" and inner.extent >= target.lanes and not blockable and (
             _contiguous_loads(loads, views, inner.name)
             > (_contiguous_loads(loads, views, vector_axis) if vector_axis else 0)
