@@ -99,3 +99,17 @@ def test_blas_batches_with_a_shared_operand(make_config):
     got = compiled(a, w, a2, w2)
     for g, want in zip(got, (a.astype(np.float64) @ w, a2.astype(np.float64) @ w2), strict=True):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("lanes", [None, 8])
+def test_chunked_folds_down_matrix_rows_are_exact(make_config, lanes):
+    """One-row x @ W, column sums and maxima over 600 rows of 300: the fold runs in
+    chunks with the partial results waiting in the output (Strict bytes unchanged)."""
+    x, w = _f32((1, 600), 30), _f32((600, 300), 31)
+    w[5, 7], w[9, 8] = np.nan, np.inf
+    plan = weft.trace(lambda x, w: (nn.matmul(x, w), nn.sum(w, 0), nn.max(w, 0), nn.min(w, 0)),
+                      weft.spec(x.shape), weft.spec(w.shape))
+    compiled = weft.compile(plan, config=make_config("strict"), lanes=lanes)
+    assert all(n.fold_chunk for n in _nests(compiled).values())
+    for got, want in zip(compiled(x, w), run(plan, x, w), strict=True):
+        assert got.tobytes() == want.tobytes()

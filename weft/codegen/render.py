@@ -170,6 +170,10 @@ class _NestWriter:
             r = nest.axis_range(axis)
             v = self.var[axis]
             self.emit(body, f"const long {v} = ({r.start}) + wf_rem % n_{v}; wf_rem /= n_{v};")
+        if nest.fold_chunk:  # inside the work item: no barrier between chunks
+            extent = self.kernel.fold_axes[0].extent
+            self.emit(body, f"for (long wf_kc = 0; wf_kc < {extent}; wf_kc += {nest.fold_chunk}) {{")
+            body += 1
         if nest.vector_axis is not None:
             r = nest.axis_range(nest.vector_axis)
             self.emit(body, "const long wf_vb_end = wfc_minl(wf_nvb, (wf_group + 1) * wf_bpi);")
@@ -194,9 +198,13 @@ class _NestWriter:
         else:
             self.tile(body, 1)
         if nest.vector_axis is not None:
-            self.emit(body - 1, "}")
+            body -= 1
+            self.emit(body, "}")
+        if nest.fold_chunk:
+            body -= 1
+            self.emit(body, "}")
         for pointer, *_ in self.panels.values():
-            self.emit(body - 1, f"free({pointer});")
+            self.emit(body, f"free({pointer});")
         self.emit(inner, "}")
         self.emit(indent, "}")
 
@@ -259,12 +267,17 @@ class _NestWriter:
         combiner = kernel.fold.combiner
         identity = fold_identity(combiner, self.dtype)
         accumulators = []
-        for _row, _column, vector in points:
+        for row, column, vector in points:
             name = self.counter.fresh("acc")
             if vector:
                 self.emit(inner, f"{VECTOR_TYPE[self.dtype]} {name} = wfc_splat_{SUFFIX[self.dtype]}({identity});")
             else:
                 self.emit(inner, f"{SCALAR_TYPE[self.dtype]} {name} = {identity};")
+            if nest.fold_chunk:  # resume from the partial result the previous chunk stored
+                address = self.output_address(row, column)
+                value = (f"wfc_load_{SUFFIX[self.dtype]}(&{self.out_view.pointer}[{address}])" if vector
+                         else f"{self.out_view.pointer}[{address}]")
+                self.emit(inner, f"if (wf_kc > 0) {name} = {value};")
             accumulators.append(name)
         lane_accumulators = []
         if nest.fold_lanes:
@@ -297,6 +310,9 @@ class _NestWriter:
             self.transposed_terms(depth + 1, points, accumulators, last.name)
             self.emit(depth, "}")
             self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
+        elif nest.fold_chunk:
+            self.emit(depth, f"for (long {variable} = wf_kc; {variable} < wfc_minl(wf_kc + {nest.fold_chunk}, "
+                             f"{last.extent}); {variable}++) {{")
         else:
             self.emit(depth, f"for (long {variable} = 0; {variable} < {last.extent}; {variable}++) {{")
         self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators, strict=False)], None)
@@ -371,6 +387,11 @@ class _NestWriter:
                 renderer.env = {**self.point_env(row, column), fold_axis: f"{variable} + {t}"}
                 value = renderer.render(self.kernel.body)
                 self.emit(depth, f"{acc} = {combine(combiner, self.dtype, True, acc, renderer.splat(value))};")
+
+    def output_address(self, row: int, column) -> str:
+        env = self.point_env(row, column)
+        renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, [], "", self.counter, env, None)
+        return renderer.address(self.out_view, tuple(f"({env[a.name]})" for a in self.kernel.axes))
 
     def store(self, indent: int, renderer: BodyRenderer, row: int, column, vector: bool, value: str) -> None:
         view = self.out_view

@@ -14,7 +14,6 @@ from __future__ import annotations
 from weft.ir import AxisIndex, Binary, BinaryOp, Combiner, DType, Kernel, Load
 from weft.lower.nest import BufferView, GemmCall
 
-
 # Below this extent on any of m, n, k a BLAS sgemm call loses to the generated nest
 # (measured: a 1 x 4096 x 4096 product took 15-76 ms through sgemm, 4-8 ms generated).
 GEMM_MIN_EXTENT = 16

@@ -79,6 +79,9 @@ class MemberNest:
     packed: tuple[Load, ...] = ()  # loads copied per work item into a contiguous panel
     # (fold points x block of lanes): values independent of the block axis, reused by every row block
     blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
+    fold_chunk: int = 0  # >0: the (single) fold axis runs in chunks of this many steps, outermost,
+    # each chunk over every work item; accumulators wait in the output between chunks
+    # (a float32 stored and reloaded is exact, so Strict order and bits are kept)
     transpose_fold: bool = False  # Strict-safe: loads strided along the lanes but unit-stride
     # along the innermost fold axis are read as lanes x lanes tiles and transposed in registers
 
@@ -102,6 +105,8 @@ class MemberNest:
             parts.append("transposed tiles")
         if self.packed:
             parts.append("packed " + ", ".join(load.buffer for load in self.packed))
+        if self.fold_chunk:
+            parts.append(f"fold in chunks of {self.fold_chunk}")
         parts.append("parallel" if self.parallel else "serial")
         return f"{self.kernel.output}: " + "; ".join(parts)
 

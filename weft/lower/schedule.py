@@ -148,6 +148,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         transpose_fold = False  # packed panels are already unit-stride along the lanes
         block_vectors = 2
         packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
+    fold_chunk = _fold_chunk(kernel, views, vector_axis, block_axis, transpose_fold or fold_lanes)
     outer = tuple(a.name for a in kernel.axes if a.name not in (vector_axis, block_axis))
     outer_points = 1
     for axis in kernel.axes:
@@ -172,7 +173,10 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         fold_accumulators=4 if fold_lanes else 1,
         transpose_fold=transpose_fold,
         packed=packed,
-        blocks_per_item=_blocks_per_item(kernel, vector_axis, block_vectors * target.lanes, outer_points),
+        fold_chunk=fold_chunk,
+        # a chunked fold reads each row in a few long runs (one per work item)
+        blocks_per_item=(-(-_blocks(kernel, vector_axis, block_vectors * target.lanes) // 4) if fold_chunk
+                         else _blocks_per_item(kernel, vector_axis, block_vectors * target.lanes, outer_points)),
     )
 
 
@@ -227,6 +231,29 @@ def _blocks_per_item(kernel: Kernel, vector_axis: str | None, span: int, outer_p
         return 0
     blocks = -(-_extent(kernel, vector_axis) // span)
     return max(1, -(-blocks * outer_points // WORK_ITEMS))
+
+
+FOLD_CHUNK = 128
+FOLD_CHUNK_MIN_STRIDE = 256  # elements between consecutive fold steps of some load
+
+
+def _fold_chunk(kernel: Kernel, views: dict[str, BufferView], vector_axis: str | None, block_axis: str | None,
+                special: bool) -> int:
+    """Chunk a fold that walks down the rows of a matrix (one-row x @ W, column sums): each
+    chunk's rows are then read whole, page by page, across all work items."""
+    fold = kernel.fold
+    if fold is None or special or block_axis is not None or vector_axis is None or len(fold.axes) != 1:
+        return 0
+    if fold.axes[0].extent < 2 * FOLD_CHUNK or kernel.axes[-1].name != vector_axis:
+        return 0
+    strides = [address_step(load, views[load.buffer].strides, fold.axes[0].name) for load in expr_loads(kernel.body)]
+    if not any(step is not None and abs(step) >= FOLD_CHUNK_MIN_STRIDE for step in strides):
+        return 0
+    return FOLD_CHUNK
+
+
+def _blocks(kernel: Kernel, vector_axis: str, span: int) -> int:
+    return -(-_extent(kernel, vector_axis) // span)
 
 
 def _extent(kernel: Kernel, axis: str) -> int:
