@@ -81,7 +81,7 @@ def test_an_anchor_cut_back_to_itself_says_why_it_is_alone():
 
 def test_explain_reports_a_contraction_that_loses_its_blas_body():
     # x @ W.T + b: greedy fuses the product with its bias; under Inference the product alone would call sgemm
-    plan = nn.trace(lambda x, w, b: nn.linear(x, w, b), nn.spec((4, 64)), nn.spec((96, 64)), nn.spec((96,)))
+    plan = nn.trace(lambda x, w, b: nn.linear(x, w, b), nn.spec((32, 64)), nn.spec((96, 64)), nn.spec((96,)))
     explanation = explain_plan(plan, "greedy", "inference")
     (report,) = [r for r in explanation.reports if r.region.is_fused]
     assert len(report.blas_lost) == 1
