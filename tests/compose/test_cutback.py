@@ -87,3 +87,41 @@ def test_explain_reports_a_contraction_that_loses_its_blas_body():
     assert len(report.blas_lost) == 1
     assert f"BLAS: contraction member {report.blas_lost[0]} loses its BLAS body inside region" in explanation.text()
     assert "BLAS:" not in explain_plan(plan, "greedy", "strict").text()  # Strict never calls BLAS
+
+
+def _linear_bias(rows: int, inner: int, outs: int):
+    return nn.trace(lambda x, w, b: nn.linear(x, w, b), nn.spec((rows, inner)), nn.spec((outs, inner)), nn.spec((outs,)))
+
+
+def test_a_region_with_a_contraction_tiles_rows_so_the_weight_is_reused():
+    # 1 MB weight: tiles of rows keep every output column inside a tile, so each weight
+    # element is used by a whole tile of rows (not re-read for each single row)
+    from weft.lower.fused import choose_tiling, starved_contraction
+
+    plan = _linear_bias(rows=1024, inner=256, outs=1024)
+    (region,) = choose_regions(plan, "greedy", "inference").fused
+    tiling = choose_tiling(plan, region, 16)
+    (anchor_axis, extent, size) = tiling.axes[-1]
+    rows = plan.kernel(region.anchor).axes[0].name
+    assert (anchor_axis, size, tiling.count) == (rows, 64, 16)  # tiles of rows, not of the 1024 columns
+    assert starved_contraction(plan, region, tiling, 16) is None
+    from weft.lower.fused import region_tiling
+
+    columns = next(name for name, _ in region.tile_maps if name != anchor_axis)
+    starved = starved_contraction(plan, region, region_tiling(plan, region, 64, columns), 16)
+    assert starved is not None and starved[2] == 1024 * 256 * 4  # one row per tile: the weight per row
+
+
+def test_a_contraction_no_tiling_can_feed_is_cut_back_with_the_reason(fused_config):
+    # one row of output is 8192 floats (32 KiB): only 8 rows fit the budget, too few to reuse
+    # an 8 MiB weight; greedy leaves the product alone and says why
+    plan = _linear_bias(rows=64, inner=256, outs=8192)
+    target = Target(lanes=16, contract="strict")
+    partition = choose_regions(plan, "greedy", "strict", fits=region_fits(plan, target))
+    assert not partition.fused
+    (cut,) = partition.cutbacks
+    assert "would use each element of" in cut.describe() and "fewer than 64 times per read" in cut.describe()
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    rng = np.random.default_rng(5)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 256), (8192, 256), (8192,)))
+    assert compiled(x, w, b).tobytes() == run_all(plan, x, w, b)[plan.outputs[0]].tobytes()
