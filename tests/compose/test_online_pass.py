@@ -61,3 +61,20 @@ def test_attention_blocks_rescale_accumulated_outputs(fused_config):
     p = np.exp(s - s.max(axis=2, keepdims=True))
     expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
+    # linear's weight is (out, in): the pass over `in` would read it across its rows (a gather
+    # per vector); the plain fused form reads each row of it contiguously, and explain says why
+    from weft.compose import explain_plan
+
+    plan = nn.trace(lambda x, w, W: nn.linear(nn.rms_norm(x, w), W), nn.spec((3, 64)), nn.spec((64,)), nn.spec((48, 64)))
+    text = explain_plan(plan, "greedy", "inference").text()
+    assert "rewrite: fired" in text and "across its rows inside the pass" in text
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    assert all("OnlinePass" not in kinds for kinds in _kinds(compiled))
+    rng = np.random.default_rng(4)
+    x, w, W = (rng.standard_normal(s).astype(np.float32) for s in ((3, 64), (64,), (48, 64)))
+    x64 = x.astype(np.float64)
+    normed = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(compiled(x, w, W), normed @ W.astype(np.float64).T, rtol=1e-4, atol=1e-4)
