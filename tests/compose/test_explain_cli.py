@@ -57,3 +57,23 @@ def test_explain_with_lowering_compiles(capsys, tmp_path, monkeypatch):
     text = capsys.readouterr().out
     assert "rewrite: fired" in text and "one pass not used: softmax_exp needs the terms" in text
     assert "one pass (rescaled)" not in text
+
+
+def test_explain_vit_block_shows_every_cut_back_and_only_lowerable_regions(capsys):
+    """Default sizes: the attention + projection candidate needs ~52 MB of scratch per tile row, the
+    MLP candidates would re-read their 16 MB weight every few rows; greedy takes smaller candidates,
+    says so, and every region it keeps is one the lowering emits fused (no compile needed)."""
+    from weft.compose import choose_regions
+    from weft.compose.cli import load_workload_plan
+    from weft.lower.fused import region_fits
+    from weft.lower.schedule import Target
+
+    assert main(["explain", "vit-block"]) == 0
+    text = capsys.readouterr().out
+    assert "cut back: " in text and "exceeds the 262,144 B budget; took candidate" in text
+    assert "out of cache) fewer than" in text
+    assert "chosen: attn_scores attn_max attn_exp attn_sum attn_probs attn_out" in text
+    plan = load_workload_plan("vit-block", {})
+    fits = region_fits(plan, Target(lanes=16, contract="strict"))
+    partition = choose_regions(plan, "greedy", "strict", fits=fits)
+    assert len(partition.fused) >= 5 and all(fits(region) is None for region in partition.regions)
