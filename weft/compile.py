@@ -198,7 +198,8 @@ class CompiledPlan:
         from weft.compose.explain import explain_plan, format_lowering
 
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
-        text = explain_plan(self.plan, policy, self.config.contract).text()
+        target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
+        text = explain_plan(self.plan, policy, self.config.contract, target=target).text()
         print(text + "\n" + format_lowering(self.lowered), file=file)
 
     def describe(self) -> str:
