@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import weft
 import weft.nn as nn
@@ -78,3 +79,17 @@ def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
     x64 = x.astype(np.float64)
     normed = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * w
     np.testing.assert_allclose(compiled(x, w, W), normed @ W.astype(np.float64).T, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("head_dim", [8, 40, 64, 256])  # tail only, vectors + tail, 4 vectors, 2 groups of 8
+def test_attention_output_accumulators_of_any_width(fused_config, head_dim):
+    rng = np.random.default_rng(head_dim)
+    q, k = (rng.standard_normal((2, 70, 16)).astype(np.float32) for _ in range(2))
+    v = rng.standard_normal((2, 70, head_dim)).astype(np.float32)
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), nn.spec((2, 70, 16)), nn.spec((2, 70, 16)), nn.spec((2, 70, head_dim)))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
+    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)

@@ -302,6 +302,10 @@ class OnlinePass:
                     local = counter.fresh("wo_h")
                     lines.append("    " * step + f"const wf_vf {local} = {value.code};")
                     computed.append((node, local))
+        extra = dependent.extras[0][0].extent if len(dependent.extras) == 1 else 0
+        if extra and extra % self.lanes == 0 and (extra // self.lanes <= 8 or extra % (8 * self.lanes) == 0) and dtype.is_float:
+            self._render_lanes_in_registers(lines, step, counter, dependent, running, dtype, computed)
+            return
         lines.append("    " * step + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
         env = dict(dependent.env)
         env[fold_axis] = f"({self.step} + wo_l)"
@@ -311,6 +315,41 @@ class OnlinePass:
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
         self._render_update(lines, step + 1, counter, dependent, running, dtype, outer)
         lines.append("    " * step + "}")
+
+    def _render_lanes_in_registers(self, lines, step: int, counter, dependent: PassDependent, running, dtype,
+                                   computed) -> None:
+        """One extra axis, a whole number of vectors long (attention's ``e``): up to 8 vectors of
+        accumulators held in registers take every point of the pass-axis vector in turn. The
+        order of the fold per accumulator is unchanged (ascending along the pass axis); the
+        accumulators are loaded and stored once per vector of points, not once per point, and
+        the independent chains hide the add latency."""
+        emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
+        axis, var = dependent.extras[0]
+        fold_axis = dependent.fold.fold_axis
+        vectors = axis.extent // self.lanes
+        # up to 8 vectors of accumulators at once: independent add chains hide the latency
+        group = min(vectors, 8)
+        emit(step, f"for (long {var} = 0; {var} < {axis.extent}; {var} += {group * self.lanes}) {{")
+        slots = []
+        for n in range(group):
+            slot = "&" + self._slot(dependent, f"({var} + {n * self.lanes})")
+            slots.append(slot)
+            emit(step + 1, f"wf_vf wo_a{n} = wfc_load_f({slot});")
+        emit(step + 1, f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
+        env = dict(dependent.env)
+        env[fold_axis] = f"({self.step} + wo_l)"
+        outer = self._renderer(lines, step + 2, counter, env, running, dependent.kernel)
+        for node, local in computed:  # the lanes computed before the loop, not recomputed
+            key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
+            outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
+        for n in range(group):
+            inner = self._inner(outer, lines, step + 2, axis.name, f"({var} + {n * self.lanes})", vector=True)
+            value = inner.splat(inner.render(dependent.fold.term))
+            emit(step + 2, f"wo_a{n} = {combine(dependent.fold.combiner, dtype, True, f'wo_a{n}', value)};")
+        emit(step + 1, "}")
+        for n, slot in enumerate(slots):
+            emit(step + 1, f"wfc_store_f({slot}, wo_a{n});")
+        emit(step, "}")
 
     def _render_update(self, lines, indent, counter, dependent: PassDependent, running, dtype, outer=None) -> None:
         """``acc = combine(acc, term)`` at every extra point; the innermost extra axis runs in
