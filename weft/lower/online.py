@@ -273,25 +273,31 @@ class OnlinePass:
         every dependent folds its term against the block's reference (already final)."""
         emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
         running = {self.reference.output: "wo_ref_new"}
+        # values rendered at this step's scope are shared by every dependent: attention's
+        # exp(s - m) is computed once per vector for both the row sum and the output
+        shared: dict = {}
         for dependent in self.dependents:
             if vector and dependent.count == 1:
                 renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
+                renderer.memo = shared
                 renderer.vector_axis = dependent.fold.fold_axis
                 value = renderer.splat(renderer.render(dependent.fold.term))
                 slot = self._vector_slot(dependent)
                 update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
                 emit(step, f"wfc_store_f({slot}, {update});")
             elif vector:
-                self._render_lanes(lines, step, counter, dependent, running, dtype)
+                self._render_lanes(lines, step, counter, dependent, running, dtype, shared)
             else:
                 self._render_update(lines, step, counter, dependent, running, dtype)
 
-    def _render_lanes(self, lines, step: int, counter, dependent: PassDependent, running, dtype) -> None:
+    def _render_lanes(self, lines, step: int, counter, dependent: PassDependent, running, dtype, shared=None) -> None:
         """A dependent with extra axes over one vector of the pass axis: the parts of its term
         that do not vary along the extra axes (attention's exp(s - m)) are computed as vectors
         along the pass axis, then each point of the vector updates the accumulators in turn."""
         fold_axis = dependent.fold.fold_axis
         vector = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
+        if shared is not None:  # the step's scope: values other dependents rendered are reused
+            vector.memo = shared
         vector.vector_axis = fold_axis
         names = {axis.name for axis, _ in dependent.extras}
         computed = []
