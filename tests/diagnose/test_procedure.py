@@ -80,3 +80,16 @@ def test_layernorm_memory_is_linear(profile):
     # intensity of an elementwise member is far below any CPU's ridge point
     xc = next(row for row in result.functions if row.members == ("xc",))
     assert xc.bound == "memory"
+
+
+def test_fused_attention_memory_is_linear_and_blames_no_member(profile):
+    # the same plan compiled with the one-pass rewrite: no T x T buffer is ever materialised
+    result = diagnose(HandAttention(), {}, profile, sizes=(128, 256), repeats=2, arm="greedy+inference")
+    memory = result.memory
+    assert memory.ratio < 2.3 and not memory.quadratic
+    assert memory.responsible == ()
+    assert [g.producer for g in memory.quadratic_in_ir] == ["s", "e", "p"]
+    text = Console(record=True, width=160)
+    print_diagnosis(text, result)
+    report = text.export_text()
+    assert "Members responsible" not in report and "never materialises them" in report

@@ -76,6 +76,12 @@ class MemoryScaling:
 
     @property
     def responsible(self) -> tuple[BufferGrowth, ...]:
+        """Buffers behind quadratic growth; none when the compiled plan's memory is not
+        quadratic (its quadratic IR buffers then live in tile-local scratch)."""
+        return self.quadratic_in_ir if self.quadratic else ()
+
+    @property
+    def quadratic_in_ir(self) -> tuple[BufferGrowth, ...]:
         return tuple(g for g in self.growth if g.exponent >= QUADRATIC_EXPONENT)
 
 

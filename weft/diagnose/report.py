@@ -99,6 +99,10 @@ def print_diagnosis(console: Console, result: Diagnosis) -> None:
                           " materialises it (a fused region) is not running.")
         else:
             console.print(f"  Linear (or slower) in {memory.param}: no member holds a tensor that grows with its square.")
+            kept_private = ", ".join(g.producer for g in memory.quadratic_in_ir)
+            if kept_private:
+                console.print(f"  The plan names {kept_private} as {memory.param} x {memory.param} buffers, but the"
+                              " compiled plan never materialises them (fused: tile-local scratch or one pass).")
         responsible = memory.responsible
         if responsible:
             console.print("  Members responsible (output buffers growing quadratically or faster):")
