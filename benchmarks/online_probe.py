@@ -1,8 +1,9 @@
 """Fusion off vs greedy under Inference, one thread: median of 9 prepared calls (ms).
 
-    python tests/compose/bench_online.py [softmax layernorm attention cross_entropy]
+    python benchmarks/online_probe.py [softmax layernorm attention cross_entropy]
 
-Not a test (pytest does not collect it); a short measurement for the one-pass lowering.
+A quick probe for the one-pass lowering (median of single calls, not an ABBA verdict;
+for claims use `weft bench WORKLOAD --arms unfused+inference,greedy+inference`).
 """
 
 from __future__ import annotations
