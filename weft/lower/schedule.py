@@ -33,6 +33,9 @@ from weft.lower.nest import (
 # OpenMP fork costs a few microseconds, more than a small member's whole run.
 PARALLEL_MIN_WORK = 1 << 16
 
+# Rows of the register block of a contraction (16-lane targets).
+BLOCK_ROWS = 6
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
@@ -135,7 +138,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
             )
     block_axis = choose_block_axis(kernel, vector_axis, views)
     if block_axis is not None:
-        block_rows = min(6 if target.lanes >= 16 else 4, _extent(kernel, block_axis))
+        block_rows = min(BLOCK_ROWS if target.lanes >= 16 else 4, _extent(kernel, block_axis))
         block_vectors = 1 if transpose_fold else 2
     elif kernel.fold is not None:
         # a fold walking rows of a matrix (x @ W for one x, column sums) reads a strip of
@@ -146,8 +149,9 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
     packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
     if packed:
         transpose_fold = False  # packed panels are already unit-stride along the lanes
-        block_vectors = 2
-        packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes)
+        block_vectors = _packed_block_vectors(kernel, views, vector_axis, block_axis, block_rows, target.lanes)
+        packed = _packable(kernel, views, vector_axis, block_axis, block_rows, block_vectors * target.lanes,
+                           WIDE_PANEL_MAX_BYTES if block_vectors > NARROW_PACKED_BLOCK_VECTORS else PACK_MAX_BYTES)
     fold_chunk = _fold_chunk(kernel, views, vector_axis, block_axis, transpose_fold or fold_lanes)
     outer = tuple(a.name for a in kernel.axes if a.name not in (vector_axis, block_axis))
     outer_points = 1
@@ -187,7 +191,7 @@ PACK_MAX_BYTES = 512 * 1024
 
 
 def _packable(kernel: Kernel, views: dict[str, BufferView], vector_axis: str | None, block_axis: str | None,
-              block_rows: int, span: int) -> tuple[Load, ...]:
+              block_rows: int, span: int, max_bytes: int = PACK_MAX_BYTES) -> tuple[Load, ...]:
     """Loads to copy into a per-work-item panel: independent of the block axis, moving with the lanes."""
     if kernel.fold is None or vector_axis is None or block_axis is None:
         return ()
@@ -196,7 +200,7 @@ def _packable(kernel: Kernel, views: dict[str, BufferView], vector_axis: str | N
     fold_points = 1
     for axis in kernel.fold.axes:
         fold_points *= axis.extent
-    if fold_points * span * 4 > PACK_MAX_BYTES:
+    if fold_points * span * 4 > max_bytes:
         return ()
     chosen = []
     for load in dict.fromkeys(expr_loads(kernel.body)):
@@ -209,6 +213,36 @@ def _packable(kernel: Kernel, views: dict[str, BufferView], vector_axis: str | N
             continue
         chosen.append(load)
     return tuple(chosen)
+
+
+# A packed contraction's register block is BLOCK_ROWS x PACKED_BLOCK_VECTORS vector
+# accumulators: 6 x 4 = 24 of AVX-512's 32 registers, so each broadcast of a[i, k] feeds
+# four multiplies and each panel load six (measured at 1024^3, Strict, 1 thread, on the
+# 16-lane EPYC: 6x2 74 GFLOP/s, 6x4 88, 5x4 87, 8x3 81, NumPy 98). The wider panel
+# (fold x 64 floats) may take up to WIDE_PANEL_MAX_BYTES, about the L2 (4096^3: 6x4 with
+# a 1 MiB panel 80 GFLOP/s, 6x2 with 512 KiB 73, unpacked 6x4 50); past that, and for
+# narrow or ragged lane extents (a 64-wide block would leave single-vector tails), 2.
+PACKED_BLOCK_VECTORS = 4
+NARROW_PACKED_BLOCK_VECTORS = 2
+WIDE_PANEL_MAX_BYTES = 1024 * 1024
+
+
+def _packed_block_vectors(kernel: Kernel, views: dict[str, BufferView], vector_axis: str, block_axis: str,
+                          block_rows: int, lanes: int) -> int:
+    wide = PACKED_BLOCK_VECTORS
+    span = wide * lanes
+    extent = _extent(kernel, vector_axis)
+    fold_points = 1
+    for axis in kernel.fold.axes:
+        fold_points *= axis.extent
+    if (
+        lanes >= 16 and wide > NARROW_PACKED_BLOCK_VECTORS and extent >= span
+        and (extent % span == 0 or extent >= 8 * span)
+        and fold_points * span * 4 <= WIDE_PANEL_MAX_BYTES
+        and _packable(kernel, views, vector_axis, block_axis, block_rows, span, WIDE_PANEL_MAX_BYTES)
+    ):
+        return wide
+    return NARROW_PACKED_BLOCK_VECTORS
 
 
 def _contiguous_loads(loads, views: dict[str, BufferView], axis: str) -> int:
