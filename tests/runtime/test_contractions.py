@@ -128,3 +128,23 @@ def test_packed_register_block_width_is_exact(make_config, m, k, n, vectors):
     got, want = (x[0] if isinstance(x, (tuple, list)) else x for x in (got, want))
     assert got.tobytes() == want.tobytes()
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cols,peeled", [(64, True), (40, False)])
+def test_row_sum_alignment_peel_is_exact(make_config, cols, peeled):
+    """Strict row sums step to a 64-byte line before their transposed tiles (rows whose
+    stride is a multiple of 64 bytes): at every start offset the sums stay byte-identical
+    to the oracle's ascending fold."""
+    rows = 35
+    plan = weft.trace(lambda x: nn.sum(x, (1,)), weft.spec((rows, cols)), name=f"rowsum{cols}")
+    compiled = weft.compile(plan, config=make_config("strict"))
+    nest = next(iter(_nests(compiled).values()))
+    assert isinstance(nest, MemberNest) and nest.transpose_fold
+    assert ("_peel" in compiled.source_path.read_text()) is peeled
+    storage = _f32(rows * cols + 16, 7)
+    for offset in range(16):
+        x = storage[offset:offset + rows * cols].reshape(rows, cols)
+        got, want = compiled(x), run(plan, x)
+        got, want = (v[0] if isinstance(v, (tuple, list)) else v for v in (got, want))
+        assert got.tobytes() == want.tobytes(), offset
+        np.testing.assert_allclose(got, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)

@@ -306,6 +306,14 @@ class _NestWriter:
             self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
         elif nest.transpose_fold and all(vector for _, _, vector in points):
             self.emit(depth, f"long {variable} = 0;")
+            peel = self.alignment_peel(points[0], last.name)
+            if peel is not None:
+                # step to the first fold point whose tile rows start on a 64-byte line, so no
+                # tile load is split across two lines (NumPy's large arrays sit 16 bytes in)
+                self.emit(depth, f"const long {variable}_peel = wfc_minl({peel}, {last.extent});")
+                self.emit(depth, f"for (; {variable} < {variable}_peel; {variable}++) {{")
+                self.fold_terms(depth + 1, [(p, acc, {}) for p, acc in zip(points, accumulators, strict=False)], None)
+                self.emit(depth, "}")
             self.emit(depth, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
             self.transposed_terms(depth + 1, points, accumulators, last.name)
             self.emit(depth, "}")
@@ -348,6 +356,29 @@ class _NestWriter:
             value = renderer.render(self.kernel.body)
             term = renderer.splat(value) if lanes_here else value.code
             self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, acc, term)};")
+
+    def alignment_peel(self, point, fold_axis: str) -> str | None:
+        """A C expression for the fold steps (0 .. lanes-1) before the tile rows of the first
+        transposed load start on a 64-byte line; None when the rows' alignments differ
+        (their stride is not a multiple of 64 bytes) or the tile is not unit-stride along
+        the fold. Any peel keeps the fold ascending: it only moves where tiles begin."""
+        from weft.ir import expr_loads
+        from weft.lower.access import address_step, transposable
+
+        lanes, lane_axis = self.nest.lanes, self.nest.vector_axis
+        for load in dict.fromkeys(expr_loads(self.kernel.body)):
+            view = self.views[load.buffer]
+            if view.dtype is not DType.FLOAT32 or not transposable(load, view.strides, lane_axis, fold_axis):
+                continue
+            row_step = address_step(load, view.strides, lane_axis)
+            if address_step(load, view.strides, fold_axis) != 1 or row_step is None or (row_step * 4) % 64:
+                return None
+            row, column, _vector = point
+            renderer = self.renderer(0, packed=False)
+            renderer.env = {**self.point_env(row, column), fold_axis: "0"}
+            address = f"&{view.pointer}[{renderer.address(view, load.index)}]"
+            return f"(long)(((uintptr_t)0 - (uintptr_t)({address})) / 4 % {lanes})"
+        return None
 
     def transposed_terms(self, depth: int, points, accumulators: list[str], fold_axis: str) -> None:
         """One tile of ``lanes`` fold steps: strided loads read as rows of a tile, transposed,
