@@ -1,0 +1,46 @@
+"""An Inference-only speed-up of the one-pass lowering, checked for its shape and against
+a float64 NumPy attention: a streamed sum fold's constant factor (the scores' ``scale``)
+is applied in the pass, once per score, instead of at every point of the fold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import weft
+import weft.nn as nn
+from weft.ir import Const, walk_expr
+from weft.oracle.interpreter import run
+
+
+def _passes(compiled):
+    return [n for f in compiled.lowered.functions for n in f.nests if type(n).__name__ == "OnlinePass"]
+
+
+def _attention64(q, k, v, scale):
+    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    return np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+
+
+@pytest.mark.parametrize("head_dim", [16, 32, 48])  # one, two, three vectors of outputs
+def test_scale_is_factored_out_of_the_streamed_scores(fused_config, head_dim):
+    rng = np.random.default_rng(head_dim)
+    q, k, v = (rng.standard_normal((2, 150, head_dim)).astype(np.float32) for _ in range(3))
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *[nn.spec((2, 150, head_dim))] * 3)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    (online,) = _passes(compiled)
+    (scores,) = online.streamed_nests
+    assert not any(isinstance(node, Const) for node in walk_expr(scores.kernel.body))  # q·k only
+    assert any(isinstance(node, Const) for node in walk_expr(online.online.reference_term))  # s * scale
+    expected = _attention64(q, k, v, 1.0 / np.sqrt(head_dim))
+    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_strict_keeps_the_scale_inside_the_fold(fused_config):
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 40, 16)).astype(np.float32) for _ in range(3))
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *[nn.spec((1, 40, 16))] * 3)
+    compiled = weft.compile(plan, config=fused_config("strict"))
+    assert not _passes(compiled)  # the one pass (and its reassociations) is Inference only
+    np.testing.assert_array_equal(compiled(q, k, v), run(plan, q, k, v))  # bit-identical
