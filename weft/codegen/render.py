@@ -310,9 +310,11 @@ class _NestWriter:
             if peel is not None:
                 # step to the first fold point whose tile rows start on a 64-byte line, so no
                 # tile load is split across two lines (NumPy's large arrays sit 16 bytes in)
-                self.emit(depth, f"const long {variable}_peel = wfc_minl({peel}, {last.extent});")
-                self.emit(depth, f"for (; {variable} < {variable}_peel; {variable}++) {{")
-                self.fold_terms(depth + 1, [(p, acc, {}) for p, acc in zip(points, accumulators, strict=False)], None)
+                # (one split tile at 0 whose first steps are taken, in order: cheaper than gathers)
+                self.emit(depth, f"const long {variable}_peel = {peel};")
+                self.emit(depth, f"if ({variable}_peel > 0) {{")
+                self.transposed_terms(depth + 1, points, accumulators, last.name, limit=f"{variable}_peel")
+                self.emit(depth + 1, f"{variable} = {variable}_peel;")
                 self.emit(depth, "}")
             self.emit(depth, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
             self.transposed_terms(depth + 1, points, accumulators, last.name)
@@ -380,9 +382,11 @@ class _NestWriter:
             return f"(long)(((uintptr_t)0 - (uintptr_t)({address})) / 4 % {lanes})"
         return None
 
-    def transposed_terms(self, depth: int, points, accumulators: list[str], fold_axis: str) -> None:
+    def transposed_terms(self, depth: int, points, accumulators: list[str], fold_axis: str,
+                         limit: str | None = None) -> None:
         """One tile of ``lanes`` fold steps: strided loads read as rows of a tile, transposed,
-        then the fold steps in ascending order (each lane keeps the oracle's order)."""
+        then the fold steps in ascending order (each lane keeps the oracle's order). With
+        ``limit`` (a C expression below ``lanes``) only the tile's first ``limit`` steps."""
         from weft.codegen.body import Value
         from weft.ir import expr_loads
         from weft.lower.access import transposable
@@ -414,10 +418,17 @@ class _NestWriter:
         renderer.vector_axis = lane_axis
         combiner = self.kernel.fold.combiner
         for t in range(lanes):
+            step = depth
+            if limit is not None:
+                self.emit(depth, f"if ({t} < {limit}) {{")
+                step = depth + 1
             for (row, column, _vector), acc in zip(points, accumulators, strict=False):
                 renderer.env = {**self.point_env(row, column), fold_axis: f"{variable} + {t}"}
+                renderer.indent = "    " * step
                 value = renderer.render(self.kernel.body)
-                self.emit(depth, f"{acc} = {combine(combiner, self.dtype, True, acc, renderer.splat(value))};")
+                self.emit(step, f"{acc} = {combine(combiner, self.dtype, True, acc, renderer.splat(value))};")
+            if limit is not None:
+                self.emit(depth, "}")
 
     def output_address(self, row: int, column) -> str:
         env = self.point_env(row, column)
