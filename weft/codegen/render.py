@@ -157,13 +157,25 @@ class _NestWriter:
             self.emit(inner, "const long wf_ngroups = (wf_nvb + wf_bpi - 1) / wf_bpi;")
             counts.append("wf_ngroups")
         self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
-        if nest.parallel:
+        if self.panels:
+            # panels are allocated once per thread, not per item: a fresh mmap'd panel per
+            # item cost page faults, and its munmap a TLB shootdown of the other threads
+            if nest.parallel:
+                self.emit(inner, "#pragma omp parallel")
+            self.emit(inner, "{")
+            inner += 1
+            for pointer, *_ in self.panels.values():
+                self.emit(inner, f"float *{pointer} = (float *)aligned_alloc(64, {self.panel_floats * 4});")
+            if nest.parallel:
+                # few, long items (a 64-wide column block each: 16 at 1024^3): guided hands
+                # the first thread half of them at once, so a thread sharing its core with
+                # another process would hold the whole nest back; one at a time instead
+                self.emit(inner, "#pragma omp for schedule(dynamic, 1)")
+        elif nest.parallel:
             self.emit(inner, "#pragma omp parallel for schedule(guided)")
         self.emit(inner, "for (long wf_w = 0; wf_w < wf_items; wf_w++) {")
         body = inner + 1
         self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
-        for pointer, *_ in self.panels.values():
-            self.emit(body, f"float *{pointer} = (float *)aligned_alloc(64, {self.panel_floats * 4});")
         if nest.vector_axis is not None:
             self.emit(body, "const long wf_group = wf_rem % wf_ngroups; wf_rem /= wf_ngroups;")
         for axis in reversed(nest.outer_axes):
@@ -203,9 +215,12 @@ class _NestWriter:
         if nest.fold_chunk:
             body -= 1
             self.emit(body, "}")
-        for pointer, *_ in self.panels.values():
-            self.emit(body, f"free({pointer});")
         self.emit(inner, "}")
+        if self.panels:
+            for pointer, *_ in self.panels.values():
+                self.emit(inner, f"free({pointer});")
+            inner -= 1
+            self.emit(inner, "}")
         self.emit(indent, "}")
 
     def tile(self, indent: int, rows: int) -> None:
