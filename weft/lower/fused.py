@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
 from weft.errors import CompileError
-from weft.ir import Plan, expr_loads, index_axes
-from weft.lower.access import row_major_strides
+from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
+from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
@@ -253,6 +253,64 @@ def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling |
     return None
 
 
+TILE_INNERMOST = True
+"""Tile-local scratch keeps the primary tile axis innermost (``tile_inner_strides``)."""
+
+
+def rows_innermost_pays(plan: Plan, member: str, private: set[str]) -> bool:
+    """Whether ``member``'s tile scratch may take the tile rows as its inner dimension: no
+    load of a global buffer, in ``member`` or in a kernel reading it, is contiguous along
+    the axis of ``member``'s inner dimension (softmax's ``E = exp(x - m)`` reads ``x``
+    along its rows, so ``E`` keeps rows of ``j``; attention's scores read ``k[j, d]``
+    with ``j`` strided, so they take ``i`` inner). Without this test softmax and layer
+    norm ran 2.3-2.7x slower (their members would gather their input)."""
+    kernel = plan.kernel(member)
+
+    def contiguous_global(reader: Kernel, axis: str) -> bool:
+        return any(
+            load.buffer not in private and load_access(load, row_major_strides(plan.buffer(load.buffer).shape), axis)
+            is Access.CONTIGUOUS
+            for load in expr_loads(reader.body)
+        )
+
+    if contiguous_global(kernel, kernel.axes[-1].name):
+        return False
+    for reader in plan.kernels:
+        for load in expr_loads(reader.body):
+            if load.buffer != member:
+                continue
+            inner = load.index[-1]
+            if not isinstance(inner, AxisIndex) or contiguous_global(reader, inner.axis):
+                return False
+    return True
+
+
+def tile_inner_strides(shape: tuple[int, ...], names: list[str], tiling: Tiling, member: str) -> tuple[int, ...]:
+    """Strides of a private member's tile scratch: row-major, but with the axis carrying the
+    tiling's primary axis (attention's query rows ``i``) innermost.
+
+    A tile's rows are then the contiguous dimension of every private array, so each
+    member's nest (which picks its vector axis by contiguous access) takes the rows as its
+    vector lanes: the row max and row sum fold along ``j`` lane-wise, one row per lane,
+    instead of gathering a row's column with a stride of the row length. Only the layout
+    of scratch changes, not any fold's order, so Strict stays bit-identical.
+    """
+    if not TILE_INNERMOST or not tiling.axes:
+        return row_major_strides(shape)
+    primary = tiling.axes[-1][0]
+    inner = [axis for axis, anchor_axis in tiling.member_axes(member).items() if anchor_axis == primary]
+    if not inner or inner[0] not in names:
+        return row_major_strides(shape)
+    position = names.index(inner[0])
+    order = [n for n in range(len(shape)) if n != position] + [position]
+    strides = [0] * len(shape)
+    step = 1
+    for n in reversed(order):
+        strides[n] = step
+        step *= shape[n]
+    return tuple(strides)
+
+
 def scratch_views(
     plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...],
     region: Region | None = None,
@@ -278,7 +336,8 @@ def scratch_views(
             pointer=pointer,
             dtype=buffer.dtype,
             shape=buffer.shape,  # logical shape: padding checks stay global
-            strides=row_major_strides(shape),
+            strides=tile_inner_strides(shape, [axis.name for axis in axes], tiling, name)
+            if rows_innermost_pays(plan, name, set(names)) else row_major_strides(shape),
             offsets=tuple(tiled[axis.name][0] if axis.name in tiled else "0" for axis in axes),
         )
         if not shared:
