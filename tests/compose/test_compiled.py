@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from compose_models import qwen_decode_step
 from compose_random_plans import merge_plans
-from compose_reference64 import evaluate64
+from reference64 import values64
 
 import weft
 import weft.nn as nn
@@ -78,7 +78,7 @@ def test_inference_fused_compile_is_close_to_float64(named, fused_config):
     # the attentions, the late input, cross-entropy, norm + matmul, the decode step's attention
     # (softmax and norm + linear over a (out, in) weight take the plain fused form: test_online_pass)
     assert len(one_pass) >= 6
-    reference = evaluate64(plan, *arrays)
+    reference = values64(plan, *arrays)
     for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=False):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(got, reference[name], rtol=1e-4, atol=1e-5 * scale, err_msg=name)
@@ -140,5 +140,5 @@ def test_cross_entropy_is_one_pass_with_no_logits_sized_scratch(fused_config):
     assert [type(nest).__name__ for nest in region.nests][0] == "OnlinePass"
     assert sum(s.elements for s in region.scratch) < vocab and compiled.arena_bytes < 4 * vocab
     arrays = inputs_for(plan, 9)
-    expected = evaluate64(plan, *arrays)[plan.outputs[0]]
+    expected = values64(plan, *arrays)[plan.outputs[0]]
     np.testing.assert_allclose(compiled(*arrays), expected, rtol=1e-5)

@@ -6,7 +6,7 @@ import compose_plans as plans
 import numpy as np
 import pytest
 from compose_models import qwen_decode_step
-from compose_reference64 import evaluate64
+from reference64 import values64
 
 import weft.nn as nn
 from weft.compose import choose_regions
@@ -64,7 +64,7 @@ def test_strict_fused_is_bit_identical_to_the_oracle(name):
 def test_inference_fused_is_close_to_float64(name):
     plan = CASES[name]()
     arrays = random_inputs(plan, seed=1, scale=0.5)
-    reference = evaluate64(plan, *arrays)
+    reference = values64(plan, *arrays)
     got, report = fused(plan, "inference", arrays)
     for output, array in zip(plan.outputs, got, strict=False):
         np.testing.assert_allclose(array, reference[output], rtol=2e-5, atol=2e-5)
@@ -76,7 +76,7 @@ def test_inference_attention_survives_large_scores():
     """Scores near 100: exp would overflow without the running reference."""
     plan = plans.attention(t=20, d=4, e=4)
     arrays = random_inputs(plan, seed=3, scale=7.0)
-    reference = evaluate64(plan, *arrays)["o"]
+    reference = values64(plan, *arrays)["o"]
     got, report = fused(plan, "inference", arrays, tile=4, block=3)
     assert report.online_regions == ["o"]
     assert np.all(np.isfinite(got[0]))
@@ -132,7 +132,7 @@ def test_peak_memory_of_fused_inference_attention_is_about_linear_in_tokens():
 def test_the_pass_runs_after_what_its_terms_read():
     plan = plans.late_input()
     arrays = random_inputs(plan, seed=5)
-    reference = evaluate64(plan, *arrays)["t"]
+    reference = values64(plan, *arrays)["t"]
     got, report = fused(plan, "inference", arrays, tile=4, block=7)
     assert report.online_regions == ["t"]
     np.testing.assert_allclose(got[0], reference, rtol=1e-5, atol=1e-5)

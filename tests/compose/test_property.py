@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 from compose_random_plans import random_plan
-from compose_reference64 import evaluate64
+from reference64 import values64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ def test_greedy_fusion_matches_the_oracle_and_float64(seed, tile, block):
     strict = run_partition(plan, choose_regions(plan, "greedy", "strict"), *arrays, tile=tile, block=block)
     for name in plan.outputs:
         assert strict[name].tobytes() == expected[name].tobytes(), name
-    reference = evaluate64(plan, *arrays)
+    reference = values64(plan, *arrays)
     inference = run_partition(plan, choose_regions(plan, "greedy", "inference"), *arrays, tile=tile, block=block)
     for name in plan.outputs:
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
@@ -78,7 +78,7 @@ def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
     plan, arrays = _merged(base_seed)
     assert len(plan.outputs) >= PLANS_PER_COMPILE
     compiled = weft.compile(plan, config=fused_config("inference"))
-    reference = evaluate64(plan, *arrays)
+    reference = values64(plan, *arrays)
     got = compiled(*arrays)
     for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))

@@ -1,4 +1,5 @@
-"""An independent float64 evaluator of plans (for Inference tolerance checks).
+"""An independent float64 evaluator of plans (for Inference tolerance checks), shared by
+the runtime and composition tests.
 
 Written for tests, apart from the oracle: every member is evaluated over the full
 grid of its output and fold axes at once, in float64, and folded with NumPy's own
@@ -40,7 +41,7 @@ UNARY = {
 }
 BINARY = {
     BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply, BinaryOp.DIV: np.divide,
-    BinaryOp.MAX: np.fmax, BinaryOp.MIN: np.fmin, BinaryOp.LT: np.less, BinaryOp.LE: np.less_equal,
+    BinaryOp.MAX: np.maximum, BinaryOp.MIN: np.minimum, BinaryOp.LT: np.less, BinaryOp.LE: np.less_equal,
     BinaryOp.GT: np.greater, BinaryOp.GE: np.greater_equal, BinaryOp.EQ: np.equal, BinaryOp.NE: np.not_equal,
     BinaryOp.AND: np.logical_and, BinaryOp.OR: np.logical_or,
 }
@@ -99,8 +100,8 @@ class _Member:
         raise TypeError(node)
 
 
-def evaluate64(plan: Plan, arrays) -> tuple[np.ndarray, ...]:
-    """The plan's outputs in float64 (float buffers only; ints and bools stay exact)."""
+def values64(plan: Plan, *arrays: np.ndarray) -> dict[str, np.ndarray]:
+    """Every buffer's value in float64 (float buffers only; ints and bools stay exact)."""
     values = {
         n: (a.astype(np.float64) if a.dtype.kind == "f" else a) for n, a in zip(plan.inputs, arrays, strict=True)
     }
@@ -115,4 +116,10 @@ def evaluate64(plan: Plan, arrays) -> tuple[np.ndarray, ...]:
             if kernel.fold is not None:
                 full = FOLD[kernel.fold.combiner](full, axis=tuple(range(len(kernel.axes), len(axes))))
         values[kernel.output] = np.array(full).reshape(kernel.shape)
+    return values
+
+
+def outputs64(plan: Plan, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The plan's outputs in float64."""
+    values = values64(plan, *arrays)
     return tuple(values[name] for name in plan.outputs)

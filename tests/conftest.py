@@ -1,0 +1,6 @@
+"""Test helpers shared across packages (e.g. reference64) live in this folder."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
