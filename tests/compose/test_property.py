@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 from compose_random_plans import random_plan
-from reference64 import values64
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference64 import values64
 
 from weft.compose import choose_regions
 from weft.compose.execute import run_partition

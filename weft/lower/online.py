@@ -46,7 +46,6 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
     fold_identity,
 )
 from weft.compose.regions import Region
-from weft.compose.substitute import map_expr
 from weft.compose.rescale import (
     OnlineDependent,
     OnlineFold,
@@ -54,6 +53,7 @@ from weft.compose.rescale import (
     pass_schedule,
     streamed_members,
 )
+from weft.compose.substitute import map_expr
 from weft.ir import (
     Axis,
     AxisIndex,
