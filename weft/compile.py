@@ -199,7 +199,7 @@ class CompiledPlan:
 
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
         target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
-        text = explain_plan(self.plan, policy, self.config.contract, target=target).text()
+        text = explain_plan(self.plan, policy, self.config.contract, target=target, lowered=self.lowered).text()
         print(text + "\n" + format_lowering(self.lowered), file=file)
 
     def describe(self) -> str:

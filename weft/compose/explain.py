@@ -3,13 +3,22 @@
     plan attention: 6 members, 1 region (policy greedy, contract inference)
     anchor o
       candidates: [o] -> [p o] -> [l p o] -> [e l p o] -> [m e l p o] -> [s m e l p o]
-      chosen: s m e l p o  (tile axis i; private s, m, e, l, p)  signature 3f2a...
+      chosen: s m e l p o  (preferred tile axis i; private s, m, e, l, p)  signature 3f2a...
       rewrite: one pass over j1:16 replaces 3 folds; running max m; ...
     unfused: (none)
+
+The region's *preferred* tile axis (its longest common anchor axis) is not always
+the axis the lowering tiles: ``weft.lower.fused.choose_tiling`` takes the outermost
+common axis that gives enough tiles (multi-head attention: the heads ``h``, in tiles
+of one). Without a lowering the text says "preferred tile axis"; given one
+(``compiled.explain()``, ``weft explain --lowering``) it says what was tiled, read back
+from the lowered function: "tiled along h (tiles of 1), preferred i".
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from weft.compose.partition import Partition, choose_regions
@@ -38,6 +47,18 @@ class Explanation:
     reports: tuple[RegionReport, ...]
     anchors: tuple[str, ...] = ()
     plan: Plan | None = None
+    lowered: object | None = None  # the LoweredPlan of this compile, when known
+
+    def tiling_for(self, anchor: str) -> tuple[tuple[str, int], ...] | None:
+        """(anchor axis, tile size) per axis the lowering actually tiles for region ``anchor``,
+        outermost first (empty: one tile holds the whole region); None without a lowering."""
+        if self.lowered is None or self.plan is None:
+            return None
+        region = self.report_for(anchor).region
+        for function in self.lowered.functions:
+            if function.members == region.members:
+                return lowered_tiling(self.plan, region, function)
+        return None
 
     def report_for(self, anchor: str) -> RegionReport:
         for report in self.reports:
@@ -52,7 +73,7 @@ class Explanation:
         return format_explanation(self)
 
 
-def explain_partition(plan: Plan, partition: Partition) -> Explanation:
+def explain_partition(plan: Plan, partition: Partition, lowered=None) -> Explanation:
     from weft.lower.fused import blas_lost
     from weft.lower.schedule import default_views
 
@@ -65,12 +86,17 @@ def explain_partition(plan: Plan, partition: Partition) -> Explanation:
         rewrite = derive_online_fold(plan, region, partition.contract) if region.is_fused else None
         lost = blas_lost(plan, region, views) if partition.contract == "inference" else ()
         reports.append(RegionReport(region, candidates, region_signature(plan, region, partition.contract), rewrite, lost))
-    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan), plan)
+    return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan), plan, lowered)
 
 
-def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None) -> Explanation:
+def explain_plan(
+    plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, lowered=None
+) -> Explanation:
     """Choose regions for ``plan`` exactly as ``weft.compile`` does (asking the lowering
-    which candidates fit, for ``target``: by default this CPU's lanes) and explain them."""
+    which candidates fit, for ``target``: by default this CPU's lanes) and explain them.
+
+    With ``lowered`` (the compile's ``LoweredPlan``) the text states the axes each
+    region's function actually tiles, not only the region's preferred tile axis."""
     from weft.compose import online_lowering_for
     from weft.lower.fused import region_fits
 
@@ -80,7 +106,66 @@ def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict", t
 
         target = Target(lanes=lanes_for(cpu_features()), contract=contract)
     fits = region_fits(plan, target, online_lowering_for(contract))
-    return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits))
+    return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits), lowered)
+
+
+def _tile_ranges(function):
+    """(member, member axis, start, stop) of every range of ``function``'s nests (C expressions)."""
+    for nest in function.nests:
+        if hasattr(nest, "ranges") and hasattr(nest, "kernel"):  # MemberNest
+            for axis_range in nest.ranges:
+                yield nest.kernel.name, axis_range.axis, axis_range.start, axis_range.stop
+        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one-pass form (weft.lower.online)
+            for axis, _variable, start, stop in nest.rows:
+                yield nest.reference.name, axis, start, stop
+
+
+def lowered_tiling(plan: Plan, region: Region, function) -> tuple[tuple[str, int], ...] | None:
+    """(anchor axis, tile size), outermost first, for each axis ``function``'s tile loop cuts
+    into more than one tile, read back from the ranges of its nests (a range whose start
+    uses the tile variable; its stop is ``start + size``, clipped at the extent).
+
+    None when it cannot be read back consistently (the tile counts do not multiply to the
+    tile loop's): then explain claims nothing about the lowering. Empty: one tile.
+    """
+    from weft.lower.fused import TILE_VARIABLE
+
+    loop = function.tile_loop
+    if loop is None:
+        return None
+    carries = {}
+    for anchor_axis, mapping in region.tile_maps or ((region.tile_axis, region.tile_axes),):
+        for member, axis in mapping:
+            carries[member, axis] = anchor_axis
+    uses_tile = re.compile(rf"\b{TILE_VARIABLE}\b")
+    sizes: dict[str, int] = {}
+    for member, axis, start, stop in _tile_ranges(function):
+        if not uses_tile.search(start) or (member, axis) not in carries:
+            continue
+        match = re.fullmatch(rf"\({re.escape(start)} \+ (\d+)\)", stop) or re.fullmatch(
+            rf"wfc_minl\({re.escape(start)} \+ (\d+), \d+\)", stop
+        )
+        anchor_axis = carries[member, axis]
+        if match is None or sizes.setdefault(anchor_axis, int(match.group(1))) != int(match.group(1)):
+            return None
+    extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
+    if any(axis not in extents for axis in sizes):
+        return None
+    tiling = tuple((axis, sizes[axis]) for axis in extents if axis in sizes)
+    if math.prod(-(-extents[axis] // size) for axis, size in tiling) != loop.extent // max(loop.size, 1):
+        return None
+    return tiling
+
+
+def describe_tiling(tiling: tuple[tuple[str, int], ...], preferred: str | None) -> str:
+    """``tiled along h (tiles of 1), preferred i``: what the lowering cut, and the preferred
+    axis when the innermost tiled axis is not it."""
+    if not tiling:
+        return f"one tile: nothing tiled (preferred tile axis {preferred or '-'})"
+    text = "tiled along " + ", ".join(f"{axis} (tiles of {size})" for axis, size in tiling)
+    if tiling[-1][0] != preferred:
+        text += f", preferred {preferred or '-'}"
+    return text
 
 
 def _short(members: tuple[str, ...]) -> str:
@@ -108,14 +193,24 @@ def format_explanation(explanation: Explanation) -> str:
             continue
         tile = region.tile_axis or "-"
         extra = [name for name in region.outputs if name != region.anchor]
-        details = f"tile axis {tile}"
+        tiling = explanation.tiling_for(region.anchor)
+        details = f"preferred tile axis {tile}" if tiling is None else describe_tiling(tiling, region.tile_axis)
         if region.private:
             details += f"; private {', '.join(region.private)}"
         if extra:
             details += f"; also outputs {', '.join(extra)}"
         lines.append(f"  chosen: {' '.join(region.members)}  ({details})  signature {report.signature}")
-        tiles = ", ".join(f"{member}.{axis}" for member, axis in region.tile_axes)
-        lines.append(f"  tile axis per member: {tiles}")
+        if tiling is None:
+            tiles = ", ".join(f"{member}.{axis}" for member, axis in region.tile_axes)
+            lines.append(f"  preferred tile axis per member: {tiles}")
+        elif tiling:
+            maps = dict(region.tile_maps) if region.tile_maps else {region.tile_axis: region.tile_axes}
+            tiled = [axis for axis, _ in tiling]
+            tiles = ", ".join(
+                f"{member}.{axis}" for member in region.members for name in tiled
+                for m, axis in maps.get(name, ()) if m == member
+            )
+            lines.append(f"  tiled {'axes' if len(tiled) > 1 else 'axis'} per member: {tiles}")
         for member in report.blas_lost:
             lines.append(
                 f"  BLAS: contraction member {member} loses its BLAS body inside region {region.anchor}"
