@@ -2,6 +2,10 @@
 
     weft explain attention --contract inference --set tokens=256
     weft explain softmax --lowering          # compile too: tiles, scratch, one-pass form
+
+Without ``--lowering`` each region shows its *preferred* tile axis; with it, the axes
+the lowering actually tiled and their tile sizes (they can differ: multi-head
+attention is tiled along the heads).
 """
 
 from __future__ import annotations
@@ -59,5 +63,5 @@ def register(subparsers) -> None:
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
     parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
-    parser.add_argument("--lowering", action="store_true", help="also compile, and show each region's tile loop and scratch")
+    parser.add_argument("--lowering", action="store_true", help="also compile, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)
