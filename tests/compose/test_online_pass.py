@@ -93,3 +93,22 @@ def test_attention_output_accumulators_of_any_width(fused_config, head_dim):
     p = np.exp(s - s.max(axis=2, keepdims=True))
     expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("heads,tokens,head_dim", [(2, 256, 32), (1, 128, 64), (3, 192, 16)])
+def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads, tokens, head_dim):
+    # whole blocks of 64 keys: the output updates run after each block's per-row pass, a group
+    # of query rows at a time sharing each V row; later keys score higher so every block rescales
+    rng = np.random.default_rng(tokens + head_dim)
+    q = rng.standard_normal((heads, tokens, 16)).astype(np.float32)
+    k = q + np.linspace(0, 3, tokens, dtype=np.float32)[None, :, None]
+    v = rng.standard_normal((heads, tokens, head_dim)).astype(np.float32)
+    specs = (nn.spec((heads, tokens, 16)), nn.spec((heads, tokens, 16)), nn.spec((heads, tokens, head_dim)))
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *specs)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
+    assert "wo_g1_0" in _source(compiled)  # at least two rows share the V loads
+    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
+    p = np.exp(s - s.max(axis=2, keepdims=True))
+    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)

@@ -19,6 +19,13 @@ into the terms; so nothing of size rows × pass-extent exists. Per tile::
             ref[r] = new
     m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
 
+When a dependent has one extra axis and its term splits into a part along the pass
+axis (``exp(s - m)``) and a rest that does not depend on the rows (``V[j, e]``), the
+per-row loop only parks that part in block scratch, and after it a group of rows
+(up to 8) folds the block together: each ``V`` row is loaded once per group, and the
+group's accumulators (rows x vectors of ``e``) stay in registers as independent add
+chains (``_shared_rows``). Each accumulator still folds in ascending pass order.
+
 Members of the region outside the pass run as ordinary tile-restricted nests
 before or after it. When an axis of the pass cannot be matched up (an index map
 the pass does not follow), the region falls back to the plain fused lowering.
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
@@ -136,6 +144,7 @@ class OnlinePass:
     row_count: int = 1
     row_flat: str = "0"
     fold_lanes: bool = False  # Inference: vectors along the pass axis
+    row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
 
     @property
     def name(self) -> str:
@@ -189,6 +198,10 @@ class OnlinePass:
                 emit(depth, f"{ctype} {dependent.accumulator}_v[{self.row_count * lanes}] __attribute__((aligned(64)));")
                 emit(depth, f"for (long wo_n = 0; wo_n < {self.row_count * lanes}; wo_n++) {dependent.accumulator}_v[wo_n] = {init};")
         extent = online.extent
+        object.__setattr__(self, "_parked", set())  # accumulators whose terms phase 1 parked
+        for dependent in self.dependents:
+            for k in range(len(self._shared_rows(dependent)[1])):
+                emit(depth, f"{ctype} {dependent.accumulator}_p{k}[{self.row_count * self.block}] __attribute__((aligned(64)));")
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
         for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
             _NestWriter(nest, lines, counter).write(depth + 1)
@@ -209,6 +222,9 @@ class OnlinePass:
         for _ in self.rows:
             inner -= 1
             emit(inner, "}")
+        for dependent in self.dependents:
+            if dependent.accumulator in self._parked:
+                self._render_shared_rows(lines, depth + 1, counter, dependent, dtype)
         emit(depth, "}")
         env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
         inner = self._row_loops(lines, depth)
@@ -313,6 +329,13 @@ class OnlinePass:
                     local = counter.fresh("wo_h")
                     lines.append("    " * step + f"const wf_vf {local} = {value.code};")
                     computed.append((node, local))
+        group, nodes = self._shared_rows(dependent)
+        if group > 1 and [node for node, _ in computed] == nodes:  # terms parked for the row-group pass
+            for k, (_, local) in enumerate(computed):
+                slot = f"&{dependent.accumulator}_p{k}[({self.row_flat}) * {self.block} + ({self.step} - wo_jb)]"
+                lines.append("    " * step + f"wfc_store_f({slot}, {local});")
+            self._parked.add(dependent.accumulator)
+            return
         extra = dependent.extras[0][0].extent if len(dependent.extras) == 1 else 0
         if extra and extra % self.lanes == 0 and (extra // self.lanes <= 8 or extra % (8 * self.lanes) == 0) and dtype.is_float:
             self._render_lanes_in_registers(lines, step, counter, dependent, running, dtype, computed)
@@ -326,6 +349,85 @@ class OnlinePass:
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
         self._render_update(lines, step + 1, counter, dependent, running, dtype, outer)
         lines.append("    " * step + "}")
+
+    def _shared_rows(self, dependent: PassDependent) -> tuple[int, list]:
+        """(rows per group, hoisted nodes) when ``dependent``'s extra-axis updates run after the
+        per-row pass, several rows of the tile at a time (1, [] when not).
+
+        A dependent with one extra axis (attention's ``e``) whose term splits into parts that
+        vary along the pass axis only (``exp(s - m)``, parked per row and step in block
+        scratch) and a rest that does not depend on the rows (``V[j, e]``): a group of rows
+        then shares each load of the rest, and group x vectors independent accumulator chains
+        hide the add latency. Each accumulator still folds in ascending pass order."""
+        if not (self.fold_lanes and len(dependent.extras) == 1 and self.row_counts):
+            return 1, []
+        extent = dependent.extras[0][0].extent
+        if extent % self.lanes or self.block % self.lanes or self.online.extent % self.block:
+            return 1, []
+        vectors = min(extent // self.lanes, 8)
+        if extent % (vectors * self.lanes):
+            return 1, []
+        fold_axis = dependent.fold.fold_axis
+        names = {axis.name for axis, _ in dependent.extras}
+        nodes = list(_hoistable(dependent.fold.term, names))
+        if not nodes or any(fold_axis not in expr_axes(node) for node in nodes):
+            return 1, []
+        row_var = self.rows[-1][1]
+        env = dict(dependent.env)
+        row_axes = {axis for axis, var in env.items() if var == row_var}
+        rest_axes = expr_axes(dependent.fold.term) - set().union(*(expr_axes(n) for n in nodes))
+        if rest_axes & row_axes:  # the rest varies with the rows: nothing to share
+            return 1, []
+        for group in (8, 4, 2):
+            if group * vectors <= 16 and self.row_counts[-1] % group == 0:
+                return group, nodes
+        return 1, []
+
+    def _render_shared_rows(self, lines, depth: int, counter, dependent: PassDependent, dtype) -> None:
+        """This block's extra-axis updates of ``dependent``, a group of rows at a time (``_shared_rows``)."""
+        emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
+        group, nodes = self._shared_rows(dependent)
+        axis, var = dependent.extras[0]
+        fold_axis = dependent.fold.fold_axis
+        vectors = min(axis.extent // self.lanes, 8)
+        *outer_rows, (_, row_var, start, stop) = self.rows
+        for _, v, lo, hi in outer_rows:
+            emit(depth, f"for (long {v} = {lo}; {v} < {hi}; {v}++) {{")
+            depth += 1
+        emit(depth, f"for (long {row_var} = {start}; {row_var} < {stop}; {row_var} += {group}) {{")
+        emit(depth + 1, f"for (long {var} = 0; {var} < {axis.extent}; {var} += {vectors * self.lanes}) {{")
+        body = depth + 2
+        flats, slots = [], []
+        for g in range(group):
+            flat = re.sub(rf"\b{row_var}\b", f"({row_var} + {g})", self.row_flat)
+            flats.append(flat)
+            for n in range(vectors):
+                slot = "&" + self._slot(dependent, f"({var} + {n * self.lanes})").replace(self.row_flat, flat, 1)
+                slots.append((f"wo_g{g}_{n}", slot))
+                emit(body, f"wf_vf wo_g{g}_{n} = wfc_load_f({slot});")
+        emit(body, f"for (long {self.step} = wo_jb; {self.step} < wo_jb + {self.block}; {self.step}++) {{")
+        shared: dict = {}
+        for g in range(group):
+            env = {a: (f"({row_var} + {g})" if v == row_var else v) for a, v in dependent.env}
+            env[fold_axis] = self.step
+            outer = self._renderer(lines, body + 1, counter, env, {}, dependent.kernel)
+            outer.memo = shared
+            for k, node in enumerate(nodes):
+                key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
+                shared[key] = Value(f"{dependent.accumulator}_p{k}[({flats[g]}) * {self.block} + ({self.step} - wo_jb)]", dtype, False)
+            for n in range(vectors):
+                inner = outer.sub_renderer(lines, "    " * (body + 1), {**env, axis.name: f"({var} + {n * self.lanes})"}, axis.name)
+                inner.memo = shared
+                value = inner.splat(inner.render(dependent.fold.term))
+                emit(body + 1, f"wo_g{g}_{n} = {combine(dependent.fold.combiner, dtype, True, f'wo_g{g}_{n}', value)};")
+        emit(body, "}")
+        for name, slot in slots:
+            emit(body, f"wfc_store_f({slot}, {name});")
+        emit(depth + 1, "}")
+        emit(depth, "}")
+        for _ in outer_rows:
+            depth -= 1
+            emit(depth, "}")
 
     def _render_lanes_in_registers(self, lines, step: int, counter, dependent: PassDependent, running, dtype,
                                    computed) -> None:
@@ -590,7 +692,7 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, row_flat, fold_lanes,
+        target.lanes, block, row_count, row_flat, fold_lanes, tuple(counts),
     )
 
 
