@@ -28,9 +28,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import weft
 from weft.codegen.cpu import cpu_signature
 from weft.errors import CompileError, ConfigError
+from weft.files import write_atomic
+from weft.version import __version__
 
 COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared")
 CONTRACT_FLAGS = {
@@ -93,22 +94,10 @@ def find_compiler(command: str) -> Compiler:
 
 def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...], cpu: str) -> str:
     digest = hashlib.sha256()
-    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, weft.__version__):
+    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, __version__):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def _file_digest(path: Path) -> str:
@@ -184,9 +173,9 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     cached = lookup(folder, key)
     if cached is not None:
         if not source_path.exists():
-            _write_atomic(source_path, source.encode())
+            write_atomic(source_path, source)
         return Artifact(cached, source_path, key, False, (), compiler, flags)
-    _write_atomic(source_path, source.encode())
+    write_atomic(source_path, source)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
@@ -200,5 +189,5 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
             os.unlink(temporary)
     entry = {"so": so_path.name, "sha256": digest, "size": len(data), "compiler": compiler.version,
              "flags": list(flags)}
-    _write_atomic(folder / f"{key}.entry", json.dumps(entry).encode())
+    write_atomic(folder / f"{key}.entry", json.dumps(entry))
     return Artifact(so_path, source_path, key, True, command, compiler, flags)

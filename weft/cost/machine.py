@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import platform
-import subprocess
 import tempfile
 import time
 import warnings
@@ -30,6 +29,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
+
+from weft.codegen.driver import build
+from weft.errors import WeftError
+from weft.files import write_atomic
 
 SCHEMA = 1
 
@@ -182,28 +185,26 @@ def measure_numpy_copy(nbytes: int, repeats: int) -> float:
 
 
 def measure_c_copy(nbytes: int, repeats: int, thread_counts: list[int], cc: str, workdir: Path) -> dict[int, float]:
-    """Bandwidth of a compiled copy loop per thread count; {} if it cannot be built."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=workdir) as folder:
-        source_path, library_path = Path(folder, "copy.c"), Path(folder, "copy.so")
-        source_path.write_text(_COPY_SOURCE)
-        command = [cc, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source_path), "-o", str(library_path)]
-        try:
-            subprocess.run(command, check=True, capture_output=True, timeout=60)
-            library = ctypes.CDLL(str(library_path))
-        except (OSError, subprocess.SubprocessError) as error:
-            warnings.warn(f"machine profile: C copy loop not built ({error}); using the NumPy copy bandwidth", stacklevel=2)
-            return {}
-        copy = library.weft_copy
-        copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
-        source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
-        target = np.empty_like(source)
-        rates = {}
-        for threads in thread_counts:
-            copy(target.ctypes.data, source.ctypes.data, source.size, threads)
-            seconds = _best_time(lambda t=threads: copy(target.ctypes.data, source.ctypes.data, source.size, t), repeats)
-            rates[threads] = 2 * source.nbytes / seconds
-        return rates
+    """Bandwidth of a compiled copy loop per thread count; {} if it cannot be built.
+
+    Built by Weft's own compiler driver (``weft.codegen.driver.build``, cached under
+    ``workdir``), so the loop gets the flags every generated kernel gets."""
+    try:
+        artifact = build(_COPY_SOURCE, cc, workdir, "strict")
+        library = ctypes.CDLL(str(artifact.so_path))
+    except (OSError, WeftError) as error:
+        warnings.warn(f"machine profile: C copy loop not built ({error}); using the NumPy copy bandwidth", stacklevel=2)
+        return {}
+    copy = library.weft_copy
+    copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+    target = np.empty_like(source)
+    rates = {}
+    for threads in thread_counts:
+        copy(target.ctypes.data, source.ctypes.data, source.size, threads)
+        seconds = _best_time(lambda t=threads: copy(target.ctypes.data, source.ctypes.data, source.size, t), repeats)
+        rates[threads] = 2 * source.nbytes / seconds
+    return rates
 
 
 def _openblas_setter():
@@ -303,10 +304,7 @@ def load_profile(path: Path, identifier: str) -> MachineProfile:
 
 def save_profile(profile: MachineProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(profile.to_json(), stream, indent=1)
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(profile.to_json(), indent=1))
 
 
 def machine_profile(cache_dir: Path | None = None, recalibrate: bool = False, cc: str = "cc", quick: bool = False) -> MachineProfile:
