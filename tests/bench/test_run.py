@@ -15,8 +15,9 @@ from handmade import attention_plan  # noqa: E402
 from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms  # noqa: E402
 from weft.bench.parity import check_parity  # noqa: E402
 from weft.bench.result import load_result, recompute, save_result  # noqa: E402
-from weft.bench.run import BenchOptions, parse_params, run_bench  # noqa: E402
+from weft.bench.run import BenchOptions, run_bench  # noqa: E402
 from weft.cost.machine import machine_profile  # noqa: E402
+from weft.workloads.params import parse_params  # noqa: E402
 
 pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
 

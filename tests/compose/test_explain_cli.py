@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from weft.cli import main
-from weft.compose.cli import parse_setting
 from weft.errors import WorkloadError
+from weft.workloads.params import parse_setting
 
 
 def test_explain_attention_inference(capsys):

@@ -9,8 +9,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from handmade import attention_plan, ffn_plan, layernorm_plan, matmul_plan  # noqa: E402
 
-from weft.bench.roofline import floor  # noqa: E402
-from weft.diagnose.chains import FUSION_GAIN, find_chains, rank_chains  # noqa: E402
+from weft.cost.chains import FUSION_GAIN, find_chains, rank_chains  # noqa: E402
+from weft.cost.work import floor  # noqa: E402
 
 BANDWIDTH, PEAK = 27e9, 99e9  # this machine, roughly: ridge 3.7 FLOP/B
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from weft.ir import (
+    COMPARISONS,
     AxisIndex,
     Binary,
     BinaryOp,
@@ -231,7 +232,7 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(inner.dtype, True, vector_unary(op, inner))
             case Binary(op, left, right):
-                if op in _COMPARE_OPS:
+                if op in COMPARISONS:
                     narrow = self.narrow_compare(op, left, right)
                     if narrow is not None:
                         return narrow
@@ -451,7 +452,6 @@ class BodyRenderer:
 
 
 _ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})
-_COMPARE_OPS = frozenset({BinaryOp.LT, BinaryOp.LE, BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE})
 
 
 def _has_index_of(index: IndexExpr) -> bool:

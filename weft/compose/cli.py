@@ -17,21 +17,7 @@ from weft.compose.explain import explain_plan
 from weft.compose.partition import POLICIES
 from weft.config import CONTRACTS
 from weft.errors import WorkloadError
-
-
-def parse_setting(text: str) -> tuple[str, object]:
-    """``k=v`` -> (k, int | float | bool | str): workload parameters from the command line."""
-    if "=" not in text:
-        raise WorkloadError(f"--set {text!r}: expected KEY=VALUE, e.g. --set tokens=256")
-    key, value = text.split("=", 1)
-    for convert in (int, float):
-        try:
-            return key.strip(), convert(value)
-        except ValueError:
-            pass
-    if value.lower() in ("true", "false"):
-        return key.strip(), value.lower() == "true"
-    return key.strip(), value
+from weft.workloads.params import parse_params
 
 
 def load_workload_plan(name: str, params: dict):
@@ -43,7 +29,7 @@ def load_workload_plan(name: str, params: dict):
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    params = dict(parse_setting(text) for text in args.set or ())
+    params = parse_params(args.set)
     plan = load_workload_plan(args.workload, params)
     if args.lowering:  # compile too, and show what each region became
         import weft

@@ -4,7 +4,7 @@
 2. break it down per lowered function (member or fused region), sort, keep the top ten;
 3. count each one's bytes and FLOPs from shapes; compare the intensity with the
    machine's ridge point (memory- or compute-bound), and the time with its floor;
-4. flag the fusion-opportunity signature (``weft.diagnose.chains``);
+4. flag the fusion-opportunity signature (``weft.cost.chains``);
 5. measure memory at two sizes of the workload's sequence axis: a ratio near 4 when
    the length doubles is quadratic growth (a T x T tensor exists: a fast path is not
    running), and name the members whose buffers grow that way;
@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from weft.bench.arms import BenchError, build_weft_runner, parse_arm
-from weft.bench.roofline import Work, floor, group_work, unfused_work
-from weft.diagnose.chains import Chain, find_chains, rank_chains
+from weft.cost.chains import Chain, find_chains, rank_chains
+from weft.cost.work import Work, floor, group_work, unfused_work
 from weft.ir import Plan, Role
 
 TOP = 10
@@ -237,7 +237,7 @@ def memory_scaling(workload, params: dict, spec, sizes: tuple[int, int] | None) 
 def diagnose(workload, params: dict, profile, arm: str = "unfused", threads: int = 1,
              sizes: tuple[int, int] | None = None, repeats: int = 5, seed: int = 0) -> Diagnosis:
     """Run the procedure on one workload; steps that need the compiler say why they were skipped."""
-    from weft.bench.roofline import plan_work
+    from weft.cost.work import plan_work
 
     full = {**dict(getattr(workload, "defaults", {}) or {}), **params}
     if sizes is not None and getattr(workload, "sequence_param", None):
