@@ -11,26 +11,17 @@ attention is tiled along the heads).
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from weft.compose.explain import explain_plan
 from weft.compose.partition import POLICIES
 from weft.config import CONTRACTS
-from weft.errors import WorkloadError
+from weft.workloads import get_workload
 from weft.workloads.params import parse_params
-
-
-def load_workload_plan(name: str, params: dict):
-    try:
-        workloads = importlib.import_module("weft.workloads")
-    except ModuleNotFoundError as error:
-        raise WorkloadError(f"weft explain {name}: the workload library (weft.workloads) is not available") from error
-    return workloads.get_workload(name).plan(**params)
 
 
 def run_explain(args: argparse.Namespace) -> int:
     params = parse_params(args.set)
-    plan = load_workload_plan(args.workload, params)
+    plan = get_workload(args.workload).plan(**params)
     if args.lowering:  # compile too, and show what each region became
         import weft
 

@@ -1,0 +1,34 @@
+"""The one Config: environment mapping, validation, and its export from ``weft``."""
+
+import pytest
+
+import weft
+from weft.config import Config, config_from_env
+from weft.errors import ConfigError
+
+
+def test_config_is_exported_and_has_only_used_fields():
+    assert weft.Config is Config
+    assert [f for f in Config.__slots__] == ["contract", "threads", "fusion", "cache_dir", "cc"]
+
+
+def test_generic_fusion_off_maps_priced_to_matchers(monkeypatch):
+    monkeypatch.setenv("WEFT_GENERIC_FUSION", "off")
+    assert config_from_env(fusion="priced").fusion == "matchers"
+    assert config_from_env(fusion="greedy").fusion == "greedy"  # only the priced engine is switched
+    monkeypatch.setenv("WEFT_GENERIC_FUSION", "on")
+    assert config_from_env(fusion="priced").fusion == "priced"
+    monkeypatch.delenv("WEFT_GENERIC_FUSION")
+    assert config_from_env(fusion="priced").fusion == "priced"
+
+
+def test_bad_environment_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("WEFT_GENERIC_FUSION", "sometimes")
+    with pytest.raises(ConfigError, match="WEFT_GENERIC_FUSION"):
+        config_from_env(fusion="priced")
+    monkeypatch.delenv("WEFT_GENERIC_FUSION")
+    monkeypatch.setenv("WEFT_THREADS", "two")
+    with pytest.raises(ConfigError, match="WEFT_THREADS"):
+        config_from_env()
+    with pytest.raises(ConfigError, match="fusion="):
+        Config(fusion="everything")
