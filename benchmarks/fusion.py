@@ -134,7 +134,7 @@ def fusion_explanation(plan, contract: str, threads: int) -> dict:
     """
     record: dict = {}
     try:
-        from weft.compose.explain import explain_plan
+        from weft.explain import explain_plan
 
         explanation = explain_plan(plan, FUSED, contract)
         regions = explanation.partition.regions
@@ -287,7 +287,7 @@ def run_one(
 
 def fused_regions(workload_name: str, params: dict, contract: str) -> list[dict]:
     """The distinct fused regions of the greedy partition (by signature), with how often each occurs."""
-    from weft.compose.explain import explain_plan
+    from weft.explain import explain_plan
     from weft.workloads import get_workload
 
     explanation = explain_plan(get_workload(workload_name).plan(**params), FUSED, contract)

@@ -13,7 +13,7 @@ from weft.errors import WeftError
 # module that provides register(subparsers) for each subcommand
 SUBCOMMAND_MODULES = (
     "weft.workloads.cli",   # weft plan, weft workloads
-    "weft.compose.cli",     # weft explain
+    "weft.explain.cli",     # weft explain
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
 )

@@ -2,8 +2,8 @@
 
 The stages run in order, each a plain function over immutable values::
 
-    groups   (fusion="off": one member per group; else weft.compose decides)
-    lower    weft.lower.lower_plan       -> LoweredPlan (loop nests)
+    regions  weft.fuse.fuse_and_lower    -> weft.compose chooses regions (fusion="off": none)
+    lower                                -> weft.lower: LoweredPlan (loop nests)
     arena    weft.runtime.plan_arena     -> offsets of intermediates
     render   weft.codegen.render_source  -> C source
     build    weft.codegen.build          -> cached shared object
@@ -20,29 +20,13 @@ from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
 from weft.errors import ConfigError, InputError
+from weft.fuse import fuse_and_lower
 from weft.ir import Plan, verify
-from weft.lower import Target, lower_plan
+from weft.lower import Target
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
-
-
-def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
-    if config.fusion == "off":
-        return lower_plan(plan, None, target)
-    try:
-        import weft.compose as compose
-    except ModuleNotFoundError:
-        raise ConfigError(
-            f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
-        ) from None
-    if hasattr(compose, "lower_fused"):
-        return compose.lower_fused(plan, config, target)
-    if hasattr(compose, "plan_groups"):
-        return lower_plan(plan, tuple(compose.plan_groups(plan, config)), target)
-    raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
 
 
 class Prepared:
@@ -195,7 +179,7 @@ class CompiledPlan:
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
-        from weft.compose.explain import explain_plan, format_lowering
+        from weft.explain import explain_plan, format_lowering
 
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
         target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
@@ -262,7 +246,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = _lower(plan, config, target)
+    lowered = fuse_and_lower(plan, config, target)
     arena = plan_arena(plan, lowered)
     source = render_source(plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)

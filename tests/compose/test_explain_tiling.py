@@ -1,7 +1,7 @@
 """Explain states the axis the lowering actually tiles, not only the region's preferred one.
 
 The truth is read here from the lowered function itself (the nests' ranges that use the
-tile loop's variable), independently of ``weft.compose.explain.lowered_tiling``.
+tile loop's variable), independently of ``weft.explain.lowered_tiling``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import weft
 from weft.cli import main
-from weft.compose.explain import describe_tiling, explain_plan
+from weft.explain import describe_tiling, explain_plan
 from weft.lower.fused import TILE_VARIABLE
 from weft.workloads import get_workload
 

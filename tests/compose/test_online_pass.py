@@ -67,7 +67,7 @@ def test_attention_blocks_rescale_accumulated_outputs(fused_config):
 def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
     # linear's weight is (out, in): the pass over `in` would read it across its rows (a gather
     # per vector); the plain fused form reads each row of it contiguously, and explain says why
-    from weft.compose import explain_plan
+    from weft.explain import explain_plan
 
     plan = nn.trace(lambda x, w, W: nn.linear(nn.rms_norm(x, w), W), nn.spec((3, 64)), nn.spec((64,)), nn.spec((48, 64)))
     text = explain_plan(plan, "greedy", "inference").text()

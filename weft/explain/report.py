@@ -21,11 +21,18 @@ import math
 import re
 from dataclasses import dataclass
 
-from weft.compose.partition import Partition, choose_regions
+from weft.codegen.cpu import cpu_features, lanes_for
+from weft.compose.partition import Partition
 from weft.compose.regions import Region, plan_anchors
 from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
 from weft.compose.signature import region_signature
+from weft.config import Config
+from weft.fuse import choose_partition, fuse_and_lower
 from weft.ir import Plan
+from weft.lower.fused import TILE_VARIABLE, blas_lost
+from weft.lower.online import one_pass_declined
+from weft.lower.schedule import Target, default_views
+from weft.runtime.binding import scipy_sgemm_pointer
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +81,6 @@ class Explanation:
 
 
 def explain_partition(plan: Plan, partition: Partition, lowered=None) -> Explanation:
-    from weft.lower.fused import blas_lost
-    from weft.lower.schedule import default_views
-
     growths = {growth.anchor: growth for growth in partition.growths}
     views = default_views(plan)
     reports = []
@@ -97,16 +101,21 @@ def explain_plan(
 
     With ``lowered`` (the compile's ``LoweredPlan``) the text states the axes each
     region's function actually tiles, not only the region's preferred tile axis."""
-    from weft.compose import online_lowering_for
-    from weft.lower.fused import region_fits
 
     if target is None:
-        from weft.codegen.cpu import cpu_features, lanes_for
-        from weft.lower.schedule import Target
-
         target = Target(lanes=lanes_for(cpu_features()), contract=contract)
-    fits = region_fits(plan, target, online_lowering_for(contract))
-    return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits), lowered)
+    partition = choose_partition(plan, Config(contract=contract, fusion=policy), target)
+    return explain_partition(plan, partition, lowered)
+
+
+def explain_lowering(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None) -> str:
+    """The explanation of ``plan`` and what each region lowers to, as ``weft.compile`` would
+    lower it for ``target`` (by default this CPU's lanes, BLAS where a compile would use it)."""
+    if target is None:
+        blas = contract == "inference" and scipy_sgemm_pointer() is not None
+        target = Target(lanes=lanes_for(cpu_features()), contract=contract, use_blas=blas)
+    lowered = fuse_and_lower(plan, Config(contract=contract, fusion=policy), target)
+    return explain_plan(plan, policy, contract, target, lowered).text() + "\n" + format_lowering(lowered)
 
 
 def _tile_ranges(function):
@@ -128,8 +137,6 @@ def lowered_tiling(plan: Plan, region: Region, function) -> tuple[tuple[str, int
     None when it cannot be read back consistently (the tile counts do not multiply to the
     tile loop's): then explain claims nothing about the lowering. Empty: one tile.
     """
-    from weft.lower.fused import TILE_VARIABLE
-
     loop = function.tile_loop
     if loop is None:
         return None
@@ -219,8 +226,6 @@ def format_explanation(explanation: Explanation) -> str:
         match report.rewrite:
             case OnlineFold() as online:
                 lines.append(f"  rewrite: fired: {online.describe()}")
-                from weft.lower.online import one_pass_declined
-
                 declined = one_pass_declined(explanation.plan, region, online) if explanation.plan else None
                 if declined:
                     lines.append(f"  lowering: one pass not used: {declined}")

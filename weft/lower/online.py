@@ -886,3 +886,8 @@ def lower_online_region(
         scratch=scratch,
         private=region.private,
     )
+
+
+def online_lowering_for(contract: str):
+    """The one-pass lowering under Inference (None under Strict: the rewrite reorders folds)."""
+    return lower_online_region if contract == "inference" else None
