@@ -4,9 +4,7 @@ import json
 
 import pytest
 
-pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
-workloads = pytest.importorskip("weft.workloads", reason="needs the workload library")
-
+import weft.workloads as workloads
 from weft.bench.run import BenchOptions, run_bench  # noqa: E402
 from weft.cli import main  # noqa: E402
 from weft.cost.machine import machine_profile  # noqa: E402

@@ -2,24 +2,17 @@
 beyond the verdict of an arm that does three times the work)."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from plans import attention
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "diagnose"))
-
-from handmade import attention_plan  # noqa: E402
-
-from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms  # noqa: E402
-from weft.bench.parity import check_parity  # noqa: E402
-from weft.bench.result import load_result, recompute, save_result  # noqa: E402
-from weft.bench.run import BenchOptions, run_bench  # noqa: E402
-from weft.cost.machine import machine_profile  # noqa: E402
-from weft.workloads.params import parse_params  # noqa: E402
-
-pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
+from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms
+from weft.bench.parity import check_parity
+from weft.bench.result import load_result, recompute, save_result
+from weft.bench.run import BenchOptions, run_bench
+from weft.cost.machine import machine_profile
+from weft.workloads.params import parse_params
 
 
 class HandAttention:
@@ -32,7 +25,7 @@ class HandAttention:
     sequence_param = "tokens"
 
     def plan(self, tokens, dim):
-        return attention_plan(tokens, dim)
+        return attention(tokens, dim, dim)
 
     def inputs(self, seed=0, tokens=64, dim=8):
         rng = np.random.default_rng(seed)
@@ -175,7 +168,7 @@ def test_stage_plan_cuts_the_region_out():
     from weft.bench.stage import resolve_members, stage_inputs, stage_plan
     from weft.ir import Role
 
-    plan = attention_plan(16, 4)
+    plan = attention(16, 4, 4)
     assert resolve_members(plan, "auto") == ("s", "m", "e", "l", "p", "o")
     assert resolve_members(plan, "p, e") == ("e", "p")  # plan order
     with pytest.raises(BenchError, match="unknown members"):

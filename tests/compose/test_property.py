@@ -4,9 +4,9 @@ float64 within tolerance under Inference (at least 200 random plans per run)."""
 from __future__ import annotations
 
 import numpy as np
-from compose_random_plans import random_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plans.random_plans import merge_with_inputs, random_plan
 from reference64 import values64
 
 from weft.compose import choose_regions
@@ -51,9 +51,7 @@ PLANS_PER_COMPILE = 200
 
 
 def _merged(base_seed: int):
-    from compose_random_plans import merge_plans
-
-    return merge_plans([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
+    return merge_with_inputs([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
 
 
 @settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import compose_plans as plans
+import plans
 
 import weft.nn as nn
 from weft.compose import choose_regions

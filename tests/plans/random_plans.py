@@ -1,18 +1,53 @@
-"""Random plans for property tests: chains of row folds and elementwise members over (R, C),
-sometimes repeated over a leading batch axis.
+"""Random plans for property tests, two kinds.
 
+``random_plan(seed)``: chains of row folds and elementwise members over (R, C),
+sometimes repeated over a leading batch axis (region and fused-execution tests).
 They exercise what region growth and fused execution must get right: broadcast
 reads of row results, max-then-sum-of-exp chains (the rewrite's shape), folds
 whose results are plan outputs, members read outside a region, and transposed
 reads that refuse a common tile axis.
+
+``sub_plans(prefix, safe)`` / ``batch_of_plans(count, safe)``: a hypothesis strategy of
+small plans: elementwise chains, folds, views (transpose, slice, flatten, halo with
+padding), broadcasts and contractions, with odd extents (not multiples of any lane
+width) and size-1 axes (compiled-code tests). ``safe=True`` guards the operations whose
+float32 rounding is amplified without bound (x / y near y = 0, log near 0), so an
+Inference result may be compared with a tolerance; ``safe=False`` (Strict, compared
+byte for byte) keeps the raw operations.
+
+``merge_plans`` puts independent plans side by side in one plan, so one C compile
+checks many of them.
 """
 
 from __future__ import annotations
 
-import compose_plans as plans
-import numpy as np
+import dataclasses
+import math
 
-from weft.ir import Combiner, verify
+import numpy as np
+from hypothesis import strategies as st
+
+from plans import build
+from plans.build import F32
+from weft.compose.substitute import map_loads, rename_buffers
+from weft.ir import (
+    Axis,
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Buffer,
+    Combiner,
+    Const,
+    Fold,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    Unary,
+    UnaryOp,
+    Where,
+    verify,
+)
 
 
 def random_plan(seed: int):
@@ -21,7 +56,7 @@ def random_plan(seed: int):
     square = rng.random() < 0.2
     if square:
         cols = rows
-    builder = plans.Builder(f"random_{seed}")
+    builder = build.Builder(f"random_{seed}")
     full = [builder.input("x0", rows, cols), builder.input("x1", rows, cols)]
     row = [builder.input("w", rows)]
     maxima: list[tuple[str, str]] = []  # (row max, the full buffer it folds)
@@ -32,15 +67,15 @@ def random_plan(seed: int):
 
     def full_value(a: str, b: str):
         options = [
-            lambda: plans.add(plans.load(pick(full), a, b), plans.load(pick(row), a)),
-            lambda: plans.mul(plans.load(pick(full), a, b), plans.load(pick(full), a, b)),
-            lambda: plans.sub(plans.load(pick(full), a, b), plans.load(pick(row), a)),
-            lambda: plans.Unary(plans.UnaryOp.TANH, plans.load(pick(full), a, b)),
-            lambda: plans.exp(plans.Unary(plans.UnaryOp.TANH, plans.load(pick(full), a, b))),
-            lambda: plans.Binary(plans.BinaryOp.MAX, plans.load(pick(full), a, b), plans.const(0.25)),
+            lambda: build.add(build.load(pick(full), a, b), build.load(pick(row), a)),
+            lambda: build.mul(build.load(pick(full), a, b), build.load(pick(full), a, b)),
+            lambda: build.sub(build.load(pick(full), a, b), build.load(pick(row), a)),
+            lambda: build.Unary(build.UnaryOp.TANH, build.load(pick(full), a, b)),
+            lambda: build.exp(build.Unary(build.UnaryOp.TANH, build.load(pick(full), a, b))),
+            lambda: build.Binary(build.BinaryOp.MAX, build.load(pick(full), a, b), build.const(0.25)),
         ]
         if square:
-            options.append(lambda: plans.add(plans.load(pick(full), b, a), plans.load(pick(full), a, b)))
+            options.append(lambda: build.add(build.load(pick(full), b, a), build.load(pick(full), a, b)))
         return pick(options)()
 
     for number in range(count):
@@ -51,23 +86,23 @@ def random_plan(seed: int):
             full.append(name)
         elif kind < 0.6:
             source = pick(full)
-            builder.member(name, [(f"r{number}", rows)], plans.load(source, f"r{number}", f"c{number}"),
+            builder.member(name, [(f"r{number}", rows)], build.load(source, f"r{number}", f"c{number}"),
                            fold=[(f"c{number}", cols)], combiner=Combiner.MAX)
             row.append(name)
             maxima.append((name, source))
         elif kind < 0.8:
             if maxima and rng.random() < 0.7:
                 reference, source = pick(maxima)
-                term = plans.exp(plans.sub(plans.load(source, f"r{number}", f"c{number}"), plans.load(reference, f"r{number}")))
+                term = build.exp(build.sub(build.load(source, f"r{number}", f"c{number}"), build.load(reference, f"r{number}")))
                 if rng.random() < 0.5:
-                    term = plans.mul(term, plans.load(pick(full), f"r{number}", f"c{number}"))
+                    term = build.mul(term, build.load(pick(full), f"r{number}", f"c{number}"))
             else:
                 term = full_value(f"r{number}", f"c{number}")
             builder.member(name, [(f"r{number}", rows)], term, fold=[(f"c{number}", cols)])
             row.append(name)
         else:
             a, b = pick(row), pick(row)
-            body = plans.add(plans.mul(plans.load(a, f"r{number}"), plans.const(0.5)), plans.Unary(plans.UnaryOp.TANH, plans.load(b, f"r{number}")))
+            body = build.add(build.mul(build.load(a, f"r{number}"), build.const(0.5)), build.Unary(build.UnaryOp.TANH, build.load(b, f"r{number}")))
             builder.member(name, [(f"r{number}", rows)], body)
             row.append(name)
     members = [kernel.output for kernel in builder.kernels]
@@ -81,10 +116,6 @@ def random_plan(seed: int):
 
 def with_batch(plan, batch: int):
     """``plan`` repeated over a leading batch axis: every buffer, member and load gains it."""
-    import dataclasses
-
-    from weft.compose.substitute import map_loads
-    from weft.ir import Axis, AxisIndex, Kernel, Load, Plan
 
     def batched(kernel: Kernel) -> Kernel:
         axis = f"bt_{kernel.output}"
@@ -95,20 +126,165 @@ def with_batch(plan, batch: int):
     return verify(Plan(buffers, tuple(batched(k) for k in plan.kernels), plan.inputs, plan.outputs, plan.name))
 
 
-def merge_plans(parts):
-    """Independent plans side by side in one plan (names prefixed), so one C compile
-    checks many random plans; returns the merged plan and the concatenated inputs."""
-    import dataclasses
+def merge_plans(plans, rename: bool = True) -> Plan:
+    """Independent plans side by side in one plan, so one C compile checks many plans.
 
-    from weft.compose.substitute import rename_buffers
-    from weft.ir import Kernel, Plan
-
-    buffers, kernels, inputs, outputs, arrays = [], [], [], [], []
-    for number, (plan, plan_arrays) in enumerate(parts):
-        names = {buffer.name: f"p{number}_{buffer.name}" for buffer in plan.buffers}
+    ``rename`` prefixes plan ``n``'s buffer names with ``p{n}_``; without it the names
+    must already be disjoint (``sub_plans`` prefixes its own)."""
+    buffers, kernels, inputs, outputs = [], [], [], []
+    for number, plan in enumerate(plans):
+        names = {b.name: f"p{number}_{b.name}" if rename else b.name for b in plan.buffers}
         buffers += [dataclasses.replace(b, name=names[b.name]) for b in plan.buffers]
         kernels += [Kernel(names[k.output], k.axes, rename_buffers(k.body, names), k.fold) for k in plan.kernels]
         inputs += [names[n] for n in plan.inputs]
         outputs += [names[n] for n in plan.outputs]
-        arrays += list(plan_arrays)
-    return verify(Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), "merged")), arrays
+    return verify(Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), "merged"))
+
+
+def merge_with_inputs(parts) -> tuple[Plan, list]:
+    """``merge_plans`` over (plan, inputs) pairs: the merged plan and the inputs in its order."""
+    return merge_plans([plan for plan, _ in parts]), [array for _, arrays in parts for array in arrays]
+
+
+# ---------------------------------------------------------------------- hypothesis strategy
+
+EXTENTS = st.sampled_from([1, 2, 3, 5, 7, 16, 17, 19, 33])
+UNARY = [UnaryOp.NEG, UnaryOp.ABS, UnaryOp.EXP, UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.RSQRT, UnaryOp.TANH,
+         UnaryOp.ERF, UnaryOp.SIGMOID]
+BINARY = [BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV, BinaryOp.MAX, BinaryOp.MIN]
+KINDS = ["unary", "binary", "scalar", "broadcast", "transpose", "slice", "flatten", "fold", "contract", "halo",
+         "where"]
+
+
+def _axes(shape, prefix="a"):
+    return tuple(Axis(f"{prefix}{n}", e) for n, e in enumerate(shape))
+
+
+def _index(axes):
+    return tuple(AxisIndex(a.name) for a in axes)
+
+
+def _guard(op, operand, safe):
+    if not safe:
+        return Unary(op, operand)
+    if op in (UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.RSQRT):
+        return Unary(op, Binary(BinaryOp.ADD, Unary(UnaryOp.ABS, operand), Const(0.5)))
+    if op is UnaryOp.EXP:
+        return Unary(op, Unary(UnaryOp.TANH, operand))
+    return Unary(op, operand)
+
+
+def _binary(op, left, right, safe):
+    if safe and op is BinaryOp.DIV:
+        right = Binary(BinaryOp.ADD, Unary(UnaryOp.ABS, right), Const(1.0))
+    return Binary(op, left, right)
+
+
+@st.composite
+def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
+    """One random verified plan whose buffer names all start with ``prefix``."""
+    buffers: list[Buffer] = []
+    kernels: list[Kernel] = []
+    inputs: list[str] = []
+
+    def new_input(shape):
+        name = f"{prefix}in{len(inputs)}"
+        buffers.append(Buffer(name, tuple(shape), F32, Role.INPUT))
+        inputs.append(name)
+        return name, tuple(shape)
+
+    def add(shape, body, axes, fold=None):
+        name = f"{prefix}m{len(kernels)}"
+        buffers.append(Buffer(name, tuple(shape), F32, Role.INTERMEDIATE))
+        kernels.append(Kernel(name, axes, body, fold))
+        return name, tuple(shape)
+
+    rank = draw(st.integers(1, 3))
+    pool = [new_input([draw(EXTENTS) for _ in range(rank)])]
+    for _ in range(draw(st.integers(2, 4))):
+        name, shape = draw(st.sampled_from(pool))
+        kind = draw(st.sampled_from(KINDS))
+        axes = _axes(shape)
+        src = Load(name, _index(axes))
+        if kind == "unary":
+            pool.append(add(shape, _guard(draw(st.sampled_from(UNARY)), src, safe), axes))
+        elif kind == "binary":
+            others = [p for p in pool if p[1] == shape and p[0] != name]
+            other = draw(st.sampled_from(others)) if others and draw(st.booleans()) else new_input(shape)
+            op = draw(st.sampled_from(BINARY))
+            pool.append(add(shape, _binary(op, src, Load(other[0], _index(axes)), safe), axes))
+        elif kind == "scalar":
+            value = draw(st.sampled_from([0.5, -1.25, 3.0, 1e-3]))
+            op = draw(st.sampled_from(BINARY))
+            pool.append(add(shape, _binary(op, Const(value), src, safe), axes))
+        elif kind == "broadcast" and shape:
+            vector, _ = new_input(shape[-1:])
+            op = draw(st.sampled_from(BINARY))
+            pool.append(add(shape, _binary(op, src, Load(vector, _index(axes[-1:])), safe), axes))
+        elif kind == "transpose" and len(shape) >= 2:
+            out = (shape[1], shape[0], *shape[2:])
+            out_axes = _axes(out)
+            index = (AxisIndex(out_axes[1].name), AxisIndex(out_axes[0].name), *_index(out_axes[2:]))
+            pool.append(add(out, Load(name, index), out_axes))
+        elif kind == "slice" and shape and max(shape) >= 2:
+            dim = max(range(len(shape)), key=lambda d: shape[d])
+            start = draw(st.integers(0, shape[dim] - 1))
+            length = draw(st.integers(1, shape[dim] - start))
+            out = tuple(length if d == dim else e for d, e in enumerate(shape))
+            out_axes = _axes(out)
+            index = tuple(AxisIndex(a.name) + start if d == dim else AxisIndex(a.name) for d, a in enumerate(out_axes))
+            pool.append(add(out, Load(name, index), out_axes))
+        elif kind == "flatten" and len(shape) >= 2:
+            total = math.prod(shape)
+            flat = Axis("f", total)
+            index, stride = [], total
+            for extent in shape:
+                stride //= extent
+                index.append((AxisIndex("f") // stride) % extent if stride > 1 else AxisIndex("f") % extent)
+            pool.append(add((total,), Load(name, tuple(index)), (flat,)))
+        elif kind == "fold" and shape:
+            folded = draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
+            combiner = draw(st.sampled_from(list(Combiner)))
+            keep = tuple(a for d, a in enumerate(axes) if d not in folded)
+            over = tuple(a for d, a in enumerate(axes) if d in folded)
+            pool.append(add(tuple(a.extent for a in keep), src, keep, Fold(over, combiner)))
+        elif kind == "contract" and shape:
+            n = draw(EXTENTS)
+            k = Axis("k", shape[-1])
+            out_axes = (*axes[:-1], Axis(f"a{len(shape) - 1}", n))
+            a_load = Load(name, (*_index(axes[:-1]), AxisIndex("k")))
+            if draw(st.booleans()):
+                weight, _ = new_input((shape[-1], n))
+                w_load = Load(weight, (AxisIndex("k"), AxisIndex(out_axes[-1].name)))
+            else:
+                weight, _ = new_input((n, shape[-1]))
+                w_load = Load(weight, (AxisIndex(out_axes[-1].name), AxisIndex("k")))
+            out = (*shape[:-1], n)
+            pool.append(add(out, Binary(BinaryOp.MUL, a_load, w_load), out_axes, Fold((k,), Combiner.SUM)))
+        elif kind == "halo" and shape:
+            dim = draw(st.integers(0, len(shape) - 1))
+            shift = draw(st.sampled_from([-2, -1, 1]))
+            index = tuple(AxisIndex(a.name) + shift if d == dim else AxisIndex(a.name) for d, a in enumerate(axes))
+            pool.append(add(shape, Load(name, index, padding=draw(st.sampled_from([0.0, -1.5]))), axes))
+        elif kind == "where":
+            threshold = draw(st.sampled_from([0.0, 0.7]))
+            other = new_input(shape)
+            cond = Binary(draw(st.sampled_from([BinaryOp.GT, BinaryOp.LE, BinaryOp.NE])), src, Const(threshold))
+            pool.append(add(shape, Where(cond, src, Load(other[0], _index(axes))), axes))
+    if not kernels:
+        name, shape = pool[0]
+        axes = _axes(shape)
+        pool.append(add(shape, Unary(UnaryOp.NEG, Load(name, _index(axes))), axes))
+    outputs = [kernels[-1].output]
+    extra = draw(st.sampled_from([None, *[k.output for k in kernels[:-1]]]))
+    if extra is not None:
+        outputs.append(extra)
+    buffers = [Buffer(b.name, b.shape, b.dtype, Role.OUTPUT) if b.name in outputs else b for b in buffers]
+    plan = Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), name=prefix.rstrip("_") or "random")
+    return verify(plan)
+
+
+def batch_of_plans(count: int, safe: bool = False):
+    return st.tuples(*[sub_plans(f"p{n}_", safe) for n in range(count)]).map(list)
+
+

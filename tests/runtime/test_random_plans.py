@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
-from random_plans import batch_of_plans, merge
+from plans.random_plans import batch_of_plans, merge_plans
 from reference64 import outputs64
 
 import weft
@@ -30,7 +30,7 @@ def _as_tuple(value):
 @SETTINGS
 @given(plans=batch_of_plans(PLANS_PER_EXAMPLE))
 def test_random_plans_strict_byte_identical(plans, make_config):
-    merged = merge(plans)
+    merged = merge_plans(plans, rename=False)
     arrays = _arrays(merged, 0)
     got = _as_tuple(weft.compile(merged, config=make_config("strict"))(*arrays))
     # each plan on its own through the oracle: the merged compile must agree with every one
@@ -49,7 +49,7 @@ def test_random_plans_strict_byte_identical(plans, make_config):
 def test_random_plans_inference_within_tolerance_of_float64(plans, make_config):
     """|inference - f64| <= 1e-4 |f64| + 1e-4 max|f64| + 4 |oracle - f64|: within the stated
     tolerance, or no further from float64 than a few times Strict float32 itself is."""
-    merged = merge(plans)
+    merged = merge_plans(plans, rename=False)
     arrays = _arrays(merged, 1)
     got = _as_tuple(weft.compile(merged, config=make_config("inference"))(*arrays))
     strict = _as_tuple(run(merged, *arrays))
