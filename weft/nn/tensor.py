@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import inspect
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,33 +137,30 @@ class Tensor:
         return (self[position] for position in range(self.shape[0]))
 
 
-def _operator(name: str, reflected: bool = False):
+def _operator(functions: Mapping[str, Callable], name: str, reflected: bool = False):
     def method(self, other):
-        from weft import nn
-
-        function = getattr(nn, name)
+        function = functions[name]
         return function(other, self) if reflected else function(self, other)
 
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
 
-def _install_methods() -> None:
-    """Operators and methods delegate to ``weft.nn`` (imported late: nn imports us)."""
+def _install_methods(functions: Mapping[str, Callable]) -> None:
+    """Operators and methods delegate to the functions of ``weft.nn`` (which passes its own
+    namespace once everything is defined: nn imports this module, not the other way)."""
     pairs = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "matmul": "matmul", "pow": "pow"}
     for dunder, name in pairs.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
-        setattr(Tensor, f"__r{dunder}__", _operator(name, reflected=True))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
+        setattr(Tensor, f"__r{dunder}__", _operator(functions, name, reflected=True))
     for dunder, name in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
     for dunder, name in {"and": "logical_and", "or": "logical_or"}.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
 
     def delegate(name: str):
         def method(self, *args, **kwargs):
-            from weft import nn
-
-            return getattr(nn, name)(self, *args, **kwargs)
+            return functions[name](self, *args, **kwargs)
 
         method.__name__ = name
         return method
