@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 
 from plans import build
 from plans.build import F32
-from weft.compose.substitute import map_loads, rename_buffers
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -48,6 +47,7 @@ from weft.ir import (
     Where,
     verify,
 )
+from weft.ir.substitute import map_loads, rename_buffers
 
 
 def random_plan(seed: int):

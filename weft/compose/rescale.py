@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.compose.regions import Region
-from weft.compose.substitute import inline_members
 from weft.ir import (
     AxisIndex,
     Binary,
@@ -45,6 +44,7 @@ from weft.ir import (
     expr_loads,
 )
 from weft.ir.printer import format_expr
+from weft.ir.substitute import inline_members
 
 STRICT_REFUSAL = "Strict forbids reassociation (the online rescaling reorders the folds)"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 
 from weft.compose.regions import Region
-from weft.compose.substitute import rename_buffers, substitute_axes
 from weft.ir import AxisIndex, Plan, expr_loads
+from weft.ir.substitute import rename_buffers, substitute_axes
 
 
 def canonical_region(plan: Plan, region: Region, contract: str) -> tuple:

@@ -61,7 +61,6 @@ from weft.compose.rescale import (
     pass_schedule,
     streamed_members,
 )
-from weft.compose.substitute import map_expr
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -78,6 +77,7 @@ from weft.ir import (
     expr_loads,
     index_axes,
 )
+from weft.ir.substitute import map_expr
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
     SCRATCH_BUDGET,
