@@ -13,13 +13,25 @@ region is lowered fused and ``explain`` shows every cut-back. ``weft.compile`` a
 
 from __future__ import annotations
 
-from weft.compose import Partition, choose_regions
+from weft.compose import Partition, choose_regions, one_pass
 from weft.config import Config
 from weft.ir import Plan
 from weft.lower import Target, lower_plan
 from weft.lower.fused import lower_partition, region_fits
 from weft.lower.nest import LoweredPlan
-from weft.lower.online import online_lowering_for
+from weft.lower.online import lower_online_region
+
+
+def online_lowering_for(contract: str):
+    """The one-pass lowering under Inference, given each region's pass by ``weft.compose.one_pass``
+    (None under Strict: the rewrite reorders folds)."""
+    if contract != "inference":
+        return None
+
+    def lower_online(plan: Plan, region, views, target: Target, taken: set[str]):
+        return lower_online_region(plan, region, one_pass(plan, region, contract), views, target, taken)
+
+    return lower_online
 
 
 def choose_partition(plan: Plan, config: Config, target: Target) -> Partition:

@@ -359,3 +359,26 @@ def pass_schedule(plan: Plan, region: Region, online: OnlineFold) -> tuple[tuple
     if any(set(kernels[name].reads) & group for name in before):
         return None
     return before, after
+
+
+@dataclass(frozen=True, slots=True)
+class OnePass:
+    """What the one-pass lowering needs from the rewrite, as data (``weft.lower.online``
+    reads it and imports nothing from here).
+
+    ``streamed``: (member, the dimension of its output the pass walks), in region order;
+    ``schedule``: the members to run before and after the pass, None if no order works.
+    """
+
+    online: OnlineFold
+    streamed: tuple[tuple[str, int], ...]
+    schedule: tuple[tuple[str, ...], tuple[str, ...]] | None
+
+
+def one_pass(plan: Plan, region: Region, contract: str) -> OnePass | None:
+    """The rewrite's one pass over ``region`` (None: it does not apply, or ``contract`` forbids it)."""
+    online = derive_online_fold(plan, region, contract)
+    if not isinstance(online, OnlineFold):
+        return None
+    streamed = tuple(streamed_members(plan, region, online).items())
+    return OnePass(online, streamed, pass_schedule(plan, region, online))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from weft.codegen.cpu import cpu_features, lanes_for
 from weft.compose.partition import Partition
 from weft.compose.regions import Region, plan_anchors
-from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
+from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold, pass_schedule
 from weft.compose.signature import region_signature
 from weft.config import Config
 from weft.fuse import choose_partition, fuse_and_lower
@@ -226,7 +226,8 @@ def format_explanation(explanation: Explanation) -> str:
         match report.rewrite:
             case OnlineFold() as online:
                 lines.append(f"  rewrite: fired: {online.describe()}")
-                declined = one_pass_declined(explanation.plan, region, online) if explanation.plan else None
+                declined = (one_pass_declined(explanation.plan, region, online, pass_schedule(explanation.plan, region, online))
+                            if explanation.plan else None)
                 if declined:
                     lines.append(f"  lowering: one pass not used: {declined}")
             case RewriteRefusal(reason=reason, applicable=True):

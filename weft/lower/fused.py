@@ -30,12 +30,11 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from weft.compose.partition import Partition
-from weft.compose.regions import Region
 from weft.errors import CompileError
 from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
 from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
+from weft.lower.region import FusedRegion, Partition
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
@@ -105,7 +104,7 @@ class Tiling:
         }
 
 
-def region_tiling(plan: Plan, region: Region, size: int, primary: str | None = None) -> Tiling:
+def region_tiling(plan: Plan, region: FusedRegion, size: int, primary: str | None = None) -> Tiling:
     """Tile ``primary`` (default ``region.tile_axis``) by ``size`` and every common axis before it by one."""
     anchor = plan.kernel(region.anchor)
     order = [axis.name for axis in anchor.axes]
@@ -128,7 +127,7 @@ def tile_shape(plan: Plan, name: str, tiling: Tiling) -> tuple[int, ...]:
     return tuple(tiled[axis.name][2] if axis.name in tiled else axis.extent for axis in plan.kernel(name).axes)
 
 
-def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tuple[str, ...] | None = None) -> int:
+def region_scratch_bytes(plan: Plan, region: FusedRegion, tiling: Tiling, names: tuple[str, ...] | None = None) -> int:
     """Bytes of tile-local scratch for ``region``'s private members (or just ``names``)."""
     return sum(
         math.prod(tile_shape(plan, name, tiling)) * plan.buffer(name).dtype.itemsize
@@ -136,7 +135,7 @@ def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tupl
     )
 
 
-def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str, int], list[tuple[str, int]]]:
+def share_scratch(plan: Plan, region: FusedRegion, tiling: Tiling) -> tuple[dict[str, int], list[tuple[str, int]]]:
     """Private members whose lifetimes in the tile do not overlap share one scratch array.
 
     A member's array is live from its own nest to the last nest reading it
@@ -166,7 +165,7 @@ def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str,
     return slot_of, [(slot[0], slot[1]) for slot in slots]
 
 
-def shared_scratch_bytes(plan: Plan, region: Region, tiling: Tiling) -> int:
+def shared_scratch_bytes(plan: Plan, region: FusedRegion, tiling: Tiling) -> int:
     slot_of, slots = share_scratch(plan, region, tiling)
     return sum(elements * plan.buffer(name).dtype.itemsize for name, elements in slots)
 
@@ -176,7 +175,7 @@ REUSE_LANES = 4
 vectors' worth of times per read (the largest tile ``choose_tiling`` tries)."""
 
 
-def starved_contraction(plan: Plan, region: Region, tiling: Tiling, lanes: int) -> tuple[str, str, int] | None:
+def starved_contraction(plan: Plan, region: FusedRegion, tiling: Tiling, lanes: int) -> tuple[str, str, int] | None:
     """(member, operand, bytes) when a contraction member, restricted to one tile, would use
     each element of a large operand fewer times than unfused (and fewer than
     ``REUSE_LANES * lanes``).
@@ -218,7 +217,7 @@ MIN_TILES = 8
 """A tiling with fewer tiles than this is taken only when no axis offers more (parallelism)."""
 
 
-def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling | None:
+def choose_tiling(plan: Plan, region: FusedRegion, lanes: int, fits=None) -> Tiling | None:
     """The tiling of ``region`` the lowering uses, or None when nothing fits the budget.
 
     Common anchor axes are tried outermost first (extent one skipped), each with the
@@ -313,7 +312,7 @@ def tile_inner_strides(shape: tuple[int, ...], names: list[str], tiling: Tiling,
 
 def scratch_views(
     plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...],
-    region: Region | None = None,
+    region: FusedRegion | None = None,
 ) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
     """``views`` with each buffer in ``names`` re-mapped to tile-local scratch; with
     ``region`` (nests in region order), members with disjoint lifetimes share arrays."""
@@ -367,17 +366,17 @@ def function_params(nests, private) -> tuple[BufferView, ...]:
     return tuple(params.values())
 
 
-def region_work(plan: Plan, region: Region) -> int:
+def region_work(plan: Plan, region: FusedRegion) -> int:
     return sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
 
 
-def tile_loop(plan: Plan, region: Region, tiling: Tiling) -> TileLoop:
+def tile_loop(plan: Plan, region: FusedRegion, tiling: Tiling) -> TileLoop:
     parallel = tiling.count >= 2 and region_work(plan, region) >= PARALLEL_MIN_WORK
     return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel)
 
 
 def lower_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
+    plan: Plan, region: FusedRegion, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
 ) -> LoweredFunction | None:
     """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
     tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
@@ -398,11 +397,11 @@ def lower_region(
     )
 
 
-def region_function_name(region: Region, taken: set[str]) -> str:
+def region_function_name(region: FusedRegion, taken: set[str]) -> str:
     return "r" + c_identifier(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
 
 
-def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None, views=None) -> str | None:
+def region_fit(plan: Plan, region: FusedRegion, target: Target, online_lowering=None, views=None) -> str | None:
     """None when ``lower_partition`` can emit ``region`` as one function; else why not.
 
     The same two tries ``lower_partition`` makes: the one-pass form (when given;
@@ -432,7 +431,7 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
             f" exceeds the {SCRATCH_BUDGET:,} B budget")
 
 
-def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
+def blas_lost(plan: Plan, region: FusedRegion, views=None) -> tuple[str, ...]:
     """Contraction members of fused ``region`` that would call BLAS unfused (under Inference
     with BLAS available) but are tiled loop nests inside the region (``tiled_nest`` has no
     library body: a library call ignores tile ranges). Reported by ``explain``; weighing this

@@ -53,14 +53,6 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
     combine,
     fold_identity,
 )
-from weft.compose.regions import Region
-from weft.compose.rescale import (
-    OnlineDependent,
-    OnlineFold,
-    derive_online_fold,
-    pass_schedule,
-    streamed_members,
-)
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -92,6 +84,7 @@ from weft.lower.fused import (
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
+from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, c_identifier
 
 PASS_LANES = 16
@@ -110,7 +103,7 @@ class _Unmappable(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PassDependent:
-    fold: OnlineDependent
+    fold: FoldDependent
     kernel: Kernel
     env: tuple[tuple[str, str], ...]
     extras: tuple[tuple[Axis, str], ...]
@@ -586,12 +579,12 @@ def _check(exprs, dims: dict[str, list[str | None]], env: dict[str, str], buffer
                     raise _Unmappable(f"{load.buffer} is read off the current row or step")
 
 
-def _dependent_exprs(dependent: OnlineDependent) -> list[Expr]:
+def _dependent_exprs(dependent: FoldDependent) -> list[Expr]:
     return [dependent.term, *([dependent.exponent] if dependent.exponent is not None else []),
             *dependent.scale_by, *dependent.divide_by, *(expr for _, expr in dependent.offsets)]
 
 
-def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[str, int],
+def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: dict[str, int],
                local_views: dict[str, BufferView], tiling: Tiling, block: int, target: Target) -> OnlinePass:
     """The pass for the rows of one tile; ``local_views`` already maps streamed members to
     their block scratch (``block_views``)."""
@@ -738,7 +731,7 @@ def rematerialised_after(plan: Plan, online: OnlineFold, after: tuple[str, ...])
     return None
 
 
-def strided_dependent(plan: Plan, region: Region, online: OnlineFold) -> tuple[str, str] | None:
+def strided_dependent(plan: Plan, region: FusedRegion, online: OnlineFold) -> tuple[str, str] | None:
     """(member, buffer) when a dependent fold with extra axes reads ``buffer`` with the pass
     axis inside (more contiguous than) one of its extra axes.
 
@@ -762,13 +755,14 @@ def strided_dependent(plan: Plan, region: Region, online: OnlineFold) -> tuple[s
     return None
 
 
-def one_pass_declined(plan: Plan, region: Region, online: OnlineFold) -> str | None:
-    """Why the lowering prefers the plain fused form although the rewrite fired (None: it does not)."""
+def one_pass_declined(plan: Plan, region: FusedRegion, online: OnlineFold,
+                      schedule: tuple[tuple[str, ...], tuple[str, ...]] | None) -> str | None:
+    """Why the lowering prefers the plain fused form although the rewrite fired (None: it does not).
+    ``schedule``: the members before and after the pass (``OnePass.schedule``)."""
     strided = strided_dependent(plan, region, online)
     if strided is not None:
         return (f"{strided[0]} would read {strided[1]} across its rows inside the pass (the pass axis is"
                 " its inner dimension): plain fused form")
-    schedule = pass_schedule(plan, region, online)
     if schedule is None:
         return "no order of the other members around the pass works"
     name = rematerialised_after(plan, online, schedule[1])
@@ -835,16 +829,15 @@ def factor_streamed_constants(plan: Plan, online: OnlineFold, streamed: dict[str
 
 
 def lower_online_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str]
+    plan: Plan, region: FusedRegion, found: OnePass | None, views: dict[str, BufferView], target: Target,
+    taken: set[str],
 ) -> LoweredFunction | None:
-    """The one-pass function for ``region``, or None (not rewritable, or a map the pass cannot follow)."""
-    if target.contract != "inference" or region.tile_axis is None:
+    """The one-pass function for ``region`` given the rewrite's ``found`` pass (from
+    ``weft.compose.one_pass``), or None (no pass, or a map the pass cannot follow)."""
+    if target.contract != "inference" or region.tile_axis is None or found is None:
         return None
-    online = derive_online_fold(plan, region, target.contract)
-    if not isinstance(online, OnlineFold):
-        return None
-    streamed = streamed_members(plan, region, online)
-    plan, online = factor_streamed_constants(plan, online, streamed)
+    streamed = dict(found.streamed)
+    plan, online = factor_streamed_constants(plan, found.online, streamed)
     skipped = set(online.dissolved) | set(streamed)
     kept_private = tuple(name for name in region.private if name not in skipped)
     block = min(online.extent, PASS_BLOCK)
@@ -869,9 +862,9 @@ def lower_online_region(
         online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
     except _Unmappable:
         return None
-    if one_pass_declined(plan, region, online) is not None:
+    if one_pass_declined(plan, region, online, found.schedule) is not None:
         return None
-    before, after = pass_schedule(plan, region, online)
+    before, after = found.schedule
     taken |= probe
     single = tiling.count == 1
     nests = [tiled_nest(plan, name, local_views, target, tiling, single) for name in before]
@@ -887,7 +880,3 @@ def lower_online_region(
         private=region.private,
     )
 
-
-def online_lowering_for(contract: str):
-    """The one-pass lowering under Inference (None under Strict: the rewrite reorders folds)."""
-    return lower_online_region if contract == "inference" else None
