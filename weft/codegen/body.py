@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from weft.codegen.values import c_value
 from weft.ir import (
     COMPARISONS,
     AxisIndex,
@@ -299,8 +300,8 @@ class BodyRenderer:
         terms = []
         for position, stride, offset in zip(index, view.strides, view.offsets, strict=False):
             code = position if isinstance(position, str) else self.index(position)
-            if offset != "0":
-                code = f"({code} - ({offset}))"
+            if offset != 0:
+                code = f"({code} - ({c_value(offset)}))"
             terms.append(code if stride == 1 else f"{code} * {stride}")
         return " + ".join(terms) if terms else "0"
 

@@ -12,13 +12,11 @@ the axis the lowering tiles: ``weft.lower.fused.choose_tiling`` takes the outerm
 common axis that gives enough tiles (multi-head attention: the heads ``h``, in tiles
 of one). Without a lowering the text says "preferred tile axis"; given one
 (``compiled.explain()``, ``weft explain --lowering``) it says what was tiled, read back
-from the lowered function: "tiled along h (tiles of 1), preferred i".
+from the tiling the lowered function's tile loop records: "tiled along h (tiles of 1), preferred i".
 """
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 
 from weft.codegen.cpu import cpu_features, lanes_for
@@ -29,7 +27,7 @@ from weft.compose.signature import region_signature
 from weft.config import Config
 from weft.fuse import choose_partition, fuse_and_lower
 from weft.ir import Plan
-from weft.lower.fused import TILE_VARIABLE, blas_lost
+from weft.lower.fused import blas_lost
 from weft.lower.online import one_pass_declined
 from weft.lower.schedule import Target, default_views
 from weft.runtime.binding import scipy_sgemm_pointer
@@ -118,50 +116,20 @@ def explain_lowering(plan: Plan, policy: str = "greedy", contract: str = "strict
     return explain_plan(plan, policy, contract, target, lowered).text() + "\n" + format_lowering(lowered)
 
 
-def _tile_ranges(function):
-    """(member, member axis, start, stop) of every range of ``function``'s nests (C expressions)."""
-    for nest in function.nests:
-        if hasattr(nest, "ranges") and hasattr(nest, "kernel"):  # MemberNest
-            for axis_range in nest.ranges:
-                yield nest.kernel.name, axis_range.axis, axis_range.start, axis_range.stop
-        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one-pass form (weft.lower.online)
-            for axis, _variable, start, stop in nest.rows:
-                yield nest.reference.name, axis, start, stop
-
-
 def lowered_tiling(plan: Plan, region: Region, function) -> tuple[tuple[str, int], ...] | None:
     """(anchor axis, tile size), outermost first, for each axis ``function``'s tile loop cuts
-    into more than one tile, read back from the ranges of its nests (a range whose start
-    uses the tile variable; its stop is ``start + size``, clipped at the extent).
+    into more than one tile, read from the tiling the loop records (``TileLoop.tiles``).
 
-    None when it cannot be read back consistently (the tile counts do not multiply to the
-    tile loop's): then explain claims nothing about the lowering. Empty: one tile.
+    None when the function has no tile loop or the loop records no tiling (then explain
+    claims nothing about the lowering). Empty: one tile holds the whole region.
     """
     loop = function.tile_loop
-    if loop is None:
+    if loop is None or not loop.tiles:
         return None
-    carries = {}
-    for anchor_axis, mapping in region.tile_maps or ((region.tile_axis, region.tile_axes),):
-        for member, axis in mapping:
-            carries[member, axis] = anchor_axis
-    uses_tile = re.compile(rf"\b{TILE_VARIABLE}\b")
-    sizes: dict[str, int] = {}
-    for member, axis, start, stop in _tile_ranges(function):
-        if not uses_tile.search(start) or (member, axis) not in carries:
-            continue
-        match = re.fullmatch(rf"\({re.escape(start)} \+ (\d+)\)", stop) or re.fullmatch(
-            rf"wfc_minl\({re.escape(start)} \+ (\d+), \d+\)", stop
-        )
-        anchor_axis = carries[member, axis]
-        if match is None or sizes.setdefault(anchor_axis, int(match.group(1))) != int(match.group(1)):
-            return None
     extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
-    if any(axis not in extents for axis in sizes):
+    if any(axis not in extents for axis, _, _ in loop.tiles):
         return None
-    tiling = tuple((axis, sizes[axis]) for axis in extents if axis in sizes)
-    if math.prod(-(-extents[axis] // size) for axis, size in tiling) != loop.extent // max(loop.size, 1):
-        return None
-    return tiling
+    return tuple((axis, size) for axis, extent, size in loop.tiles if -(-extent // size) > 1)
 
 
 def describe_tiling(tiling: tuple[tuple[str, int], ...], preferred: str | None) -> str:

@@ -43,6 +43,7 @@ from weft.lower.schedule import (
     lower_group,
     lower_member,
 )
+from weft.lower.values import LoopValue, Minimum, Product, Quotient, Remainder, Sum, Var
 
 SCRATCH_BUDGET = 256 * 1024
 """Bytes of tile-local scratch per tile (it lives on each thread's stack)."""
@@ -68,36 +69,36 @@ class Tiling:
     def size(self, anchor_axis: str) -> int:
         return next(size for name, _, size in self.axes if name == anchor_axis)
 
-    def start(self, anchor_axis: str) -> str:
-        """The C expression of the current tile's first point along ``anchor_axis``."""
+    def start(self, anchor_axis: str) -> LoopValue:
+        """The current tile's first point along ``anchor_axis``."""
         inner = 1
         for name, extent, size in reversed(self.axes):
             tiles = -(-extent // size)
             if name == anchor_axis:
                 if tiles == 1:
-                    return "0"
-                index = TILE_VARIABLE if inner == 1 else f"({TILE_VARIABLE} / {inner})"
+                    return 0
+                index: LoopValue = Var(TILE_VARIABLE) if inner == 1 else Quotient(Var(TILE_VARIABLE), inner)
                 if inner * tiles < self.count:
-                    index = f"({index} % {tiles})"
-                return index if size == 1 else f"({index} * {size})"
+                    index = Remainder(index, tiles)
+                return index if size == 1 else Product(index, size)
             inner *= tiles
         raise KeyError(anchor_axis)
 
-    def stop(self, anchor_axis: str) -> str:
+    def stop(self, anchor_axis: str) -> LoopValue:
         extent = next(extent for name, extent, _ in self.axes if name == anchor_axis)
         size = self.size(anchor_axis)
         if size >= extent:
-            return str(extent)
+            return extent
         if extent % size == 0:
-            return f"({self.start(anchor_axis)} + {size})"
-        return f"wfc_minl({self.start(anchor_axis)} + {size}, {extent})"
+            return Sum(self.start(anchor_axis), size)
+        return Minimum(Sum(self.start(anchor_axis), size), extent)
 
     def member_axes(self, member: str) -> dict[str, str]:
         """``member``'s tiled axes -> the anchor axis each carries."""
         return {dict(mapping)[member]: anchor_axis for anchor_axis, mapping in self.maps if member in dict(mapping)}
 
-    def ranges(self, member: str) -> dict[str, tuple[str, str, int]]:
-        """``member``'s tiled axes -> (start, stop, tile size) as C expressions."""
+    def ranges(self, member: str) -> dict[str, tuple[LoopValue, LoopValue, int]]:
+        """``member``'s tiled axes -> (start, stop, tile size)."""
         return {
             axis: (self.start(anchor_axis), self.stop(anchor_axis), self.size(anchor_axis))
             for axis, anchor_axis in self.member_axes(member).items()
@@ -337,7 +338,7 @@ def scratch_views(
             shape=buffer.shape,  # logical shape: padding checks stay global
             strides=tile_inner_strides(shape, [axis.name for axis in axes], tiling, name)
             if rows_innermost_pays(plan, name, set(names)) else row_major_strides(shape),
-            offsets=tuple(tiled[axis.name][0] if axis.name in tiled else "0" for axis in axes),
+            offsets=tuple(tiled[axis.name][0] if axis.name in tiled else 0 for axis in axes),
         )
         if not shared:
             scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
@@ -372,7 +373,7 @@ def region_work(plan: Plan, region: FusedRegion) -> int:
 
 def tile_loop(plan: Plan, region: FusedRegion, tiling: Tiling) -> TileLoop:
     parallel = tiling.count >= 2 and region_work(plan, region) >= PARALLEL_MIN_WORK
-    return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel)
+    return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel, tiles=tiling.axes)
 
 
 def lower_region(

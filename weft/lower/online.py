@@ -53,6 +53,7 @@ from weft.codegen.render import (  # the member-nest writer, reused for streamed
     combine,
     fold_identity,
 )
+from weft.codegen.values import c_value
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -86,6 +87,7 @@ from weft.lower.fused import (
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, c_identifier
+from weft.lower.values import LoopValue, Minimum, Sum, Var
 
 PASS_LANES = 16
 """Upper bound of vector lanes, for sizing the per-row vector accumulators."""
@@ -126,7 +128,7 @@ class OnlinePass:
 
     online: OnlineFold
     reference: Kernel
-    rows: tuple[tuple[str, str, str, str], ...]  # (axis, C variable, start, stop)
+    rows: tuple[tuple[str, str, LoopValue, LoopValue], ...]  # (axis, row variable, start, stop)
     step: str
     streamed_nests: tuple[MemberNest, ...]
     dependents: tuple[PassDependent, ...]
@@ -147,7 +149,7 @@ class OnlinePass:
 
     def _pseudo(self, buffer: str, pointer: str) -> BufferView:
         shape = self.local_views[buffer].shape
-        return BufferView(buffer, pointer, self.local_views[buffer].dtype, shape, (0,) * len(shape), ("0",) * len(shape))
+        return BufferView(buffer, pointer, self.local_views[buffer].dtype, shape, (0,) * len(shape), (0,) * len(shape))
 
     def _renderer(self, lines, indent: int, counter, env, overrides: dict[str, str], kernel: Kernel | None = None) -> BodyRenderer:
         views = dict(self.local_views)
@@ -163,7 +165,7 @@ class OnlinePass:
 
     def _row_loops(self, lines, depth: int) -> int:
         for _, var, start, stop in self.rows:
-            lines.append("    " * depth + f"for (long {var} = {start}; {var} < {stop}; {var}++) {{")
+            lines.append("    " * depth + f"for (long {var} = {c_value(start)}; {var} < {c_value(stop)}; {var}++) {{")
             depth += 1
         return depth
 
@@ -385,9 +387,9 @@ class OnlinePass:
         vectors = min(axis.extent // self.lanes, 8)
         *outer_rows, (_, row_var, start, stop) = self.rows
         for _, v, lo, hi in outer_rows:
-            emit(depth, f"for (long {v} = {lo}; {v} < {hi}; {v}++) {{")
+            emit(depth, f"for (long {v} = {c_value(lo)}; {v} < {c_value(hi)}; {v}++) {{")
             depth += 1
-        emit(depth, f"for (long {row_var} = {start}; {row_var} < {stop}; {row_var} += {group}) {{")
+        emit(depth, f"for (long {row_var} = {c_value(start)}; {row_var} < {c_value(stop)}; {row_var} += {group}) {{")
         emit(depth + 1, f"for (long {var} = 0; {var} < {axis.extent}; {var} += {vectors * self.lanes}) {{")
         body = depth + 2
         flats, slots = [], []
@@ -600,7 +602,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
             rows.append((axis.name, var, start, stop))
             counts.append(count)
         else:
-            rows.append((axis.name, var, "0", str(axis.extent)))
+            rows.append((axis.name, var, 0, axis.extent))
             counts.append(axis.extent)
     dims: dict[str, list[str | None]] = {reference.output: [var for _, var, _, _ in rows]}
     env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, rows, strict=False)}
@@ -666,8 +668,8 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
             raise _Unmappable(f"{name} is walked over a different extent than the pass")
         nest = tiled_nest(plan, name, local_views, target, tiling)
         step_axis = kernel.axes[position].name
-        stop = f"wfc_minl(wo_jb + {block}, {online.extent})"
-        ranges = tuple(AxisRange(r.axis, "wo_jb", stop) if r.axis == step_axis else r for r in nest.ranges)
+        stop = Minimum(Sum(Var("wo_jb"), block), online.extent)
+        ranges = tuple(AxisRange(r.axis, Var("wo_jb"), stop) if r.axis == step_axis else r for r in nest.ranges)
         streamed_nests.append(dataclasses.replace(nest, ranges=ranges))
     touched = {load.buffer for expr in [online.reference_term] + [e for d in online.dependents for e in _dependent_exprs(d)]
                for load in expr_loads(expr)}
@@ -677,7 +679,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     views = tuple(local_views[name] for name in sorted(touched))
     row_count, row_flat = 1, "0"
     for (_, var, start, _), count in zip(rows, counts, strict=True):
-        offset = var if start == "0" else f"({var} - {start})"
+        offset = var if start == 0 else f"({var} - {c_value(start)})"
         row_flat = offset if row_flat == "0" else f"({row_flat}) * {count} + {offset}"
         row_count *= count
     if not streamed:  # nothing to compute per block: each row walks the whole axis (max, then folds)
@@ -703,7 +705,7 @@ def block_views(
             for n, axis in enumerate(axes)
         )
         offsets = tuple(
-            "wo_jb" if n == position else tiled[axis.name][0] if axis.name in tiled else "0"
+            Var("wo_jb") if n == position else tiled[axis.name][0] if axis.name in tiled else 0
             for n, axis in enumerate(axes)
         )
         pointer = c_identifier(f"block_{name}", taken)

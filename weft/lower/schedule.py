@@ -68,7 +68,7 @@ def default_views(plan: Plan) -> dict[str, BufferView]:
             dtype=buffer.dtype,
             shape=buffer.shape,
             strides=row_major_strides(buffer.shape),
-            offsets=("0",) * len(buffer.shape),
+            offsets=(0,) * len(buffer.shape),
         )
     return views
 
@@ -164,7 +164,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
     touched = (kernel.output, *kernel.reads)
     return MemberNest(
         kernel=kernel,
-        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+        ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
         outer_axes=outer,
         vector_axis=vector_axis,
         lanes=target.lanes,
