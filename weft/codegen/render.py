@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from weft.codegen.body import (
     SCALAR_TYPE,
-    STORAGE_TYPE,
     SUFFIX,
     VECTOR_TYPE,
     BodyRenderer,
@@ -27,7 +26,7 @@ from weft.codegen.body import (
 from weft.codegen.values import c_value
 from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
-from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+from weft.lower.nest import GemmCall, MemberNest
 
 _IDENTITY_INT = {
     (Combiner.SUM, DType.INT32): "0", (Combiner.MAX, DType.INT32): "INT32_MIN",
@@ -49,7 +48,7 @@ def combine(combiner: Combiner, dtype: DType, vector: bool, acc: str, term: str)
     return f"wfc_{kind}_{SUFFIX[dtype]}({acc}, {term})" if vector else f"wfc_s{kind}_{SUFFIX[dtype]}({acc}, {term})"
 
 
-class _NestWriter:
+class NestWriter:
     def __init__(self, nest: MemberNest, lines: list[str], counter: Counter) -> None:
         self.nest = nest
         self.kernel = nest.kernel
@@ -500,39 +499,6 @@ def render_gemm(call: GemmCall, lines: list[str], indent: int) -> None:
         f" &lda, (float *){call.a.pointer} + b * {sa}, &ldb, &beta, {call.c.pointer} + b * {sc}, &ldc);",
         f"{pad}}}",
     ]
-
-
-def render_function(function: LoweredFunction) -> str:
-    """One ``static int`` C function; returns nonzero if a gather index was out of range."""
-    written = set(function.members)
-    params = []
-    for view in function.params:
-        const = "" if view.buffer in written else "const "
-        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
-    lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
-    counter = Counter()
-    indent = 1
-    if function.tile_loop is not None:
-        loop = function.tile_loop
-        if loop.parallel:
-            lines.append("    #pragma omp parallel for schedule(static)")
-        lines.append(f"    for (long {loop.variable} = 0; {loop.variable} < {loop.extent}; "
-                     f"{loop.variable} += {loop.size}) {{")
-        indent = 2
-    for scratch in function.scratch:
-        lines.append(f"{'    ' * indent}{STORAGE_TYPE[scratch.dtype]} {scratch.pointer}[{scratch.elements}]"
-                     " __attribute__((aligned(64)));")
-    for nest in function.nests:
-        if isinstance(nest, GemmCall):
-            render_gemm(nest, lines, indent)
-        elif isinstance(nest, MemberNest):
-            _NestWriter(nest, lines, counter).write(indent)
-        else:  # a nest that renders itself (weft.lower.online.OnlinePass)
-            nest.render(lines, indent, counter)
-    if function.tile_loop is not None:
-        lines.append("    }")
-    lines += ["    return wf_bad_gather;", "}", ""]
-    return "\n".join(lines)
 
 
 def check_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
