@@ -123,3 +123,11 @@ def outputs64(plan: Plan, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The plan's outputs in float64."""
     values = values64(plan, *arrays)
     return tuple(values[name] for name in plan.outputs)
+
+
+def attention64(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None = None) -> np.ndarray:
+    """softmax(q kᵀ · scale) v in float64 over the last two axes (scale: 1/sqrt(head dim))."""
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.einsum("...id,...jd->...ij", q.astype(np.float64), k.astype(np.float64)) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.einsum("...ij,...je->...ie", p / p.sum(axis=-1, keepdims=True), v.astype(np.float64))

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 from plans import attention
+from plans.workloads import HandAttention
 
 from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms
 from weft.bench.parity import check_parity
@@ -13,30 +14,6 @@ from weft.bench.result import load_result, recompute, save_result
 from weft.bench.run import BenchOptions, run_bench
 from weft.cost.machine import machine_profile
 from weft.workloads.params import parse_params
-
-
-class HandAttention:
-    """A workload-shaped object around the hand-built plan (the interface of weft.workloads)."""
-
-    name = "attention"
-    description = "hand-built six-member attention"
-    defaults = {"tokens": 64, "dim": 8}
-    small = {"tokens": 32, "dim": 8}
-    sequence_param = "tokens"
-
-    def plan(self, tokens, dim):
-        return attention(tokens, dim, dim)
-
-    def inputs(self, seed=0, tokens=64, dim=8):
-        rng = np.random.default_rng(seed)
-        return tuple(rng.standard_normal((tokens, dim), dtype=np.float32) for _ in range(3))
-
-    def torch_fn(self, tokens, dim):
-        try:
-            import torch
-        except ImportError:
-            return None
-        return lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
 
 
 @pytest.fixture(scope="module")

@@ -50,34 +50,34 @@ def test_random_plans_do_fuse_and_do_rewrite():
 PLANS_PER_COMPILE = 200
 
 
-def _merged(base_seed: int):
-    return merge_with_inputs([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
+def one_merged_compile(test):
+    """One hypothesis example (a base seed) per run: each example compiles PLANS_PER_COMPILE plans."""
+    return settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])(
+        given(base_seed=st.integers(0, 2**30))(test))
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base_seed=st.integers(0, 2**30))
-def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
+def _compiled_merged(base_seed: int, config):
+    """PLANS_PER_COMPILE random plans merged into one compile: (plan, inputs, outputs by name)."""
     import weft
 
-    plan, arrays = _merged(base_seed)
+    plan, arrays = merge_with_inputs([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
     assert len(plan.outputs) >= PLANS_PER_COMPILE
-    compiled = weft.compile(plan, config=fused_config("strict"))
+    got = weft.compile(plan, config=config)(*arrays)
+    return plan, arrays, dict(zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False))
+
+
+@one_merged_compile
+def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
+    plan, arrays, got = _compiled_merged(base_seed, fused_config("strict"))
     expected = run_all(plan, *arrays)
-    got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
+    for name, array in got.items():
         assert array.tobytes() == expected[name].tobytes(), name
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base_seed=st.integers(0, 2**30))
+@one_merged_compile
 def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
-    import weft
-
-    plan, arrays = _merged(base_seed)
-    assert len(plan.outputs) >= PLANS_PER_COMPILE
-    compiled = weft.compile(plan, config=fused_config("inference"))
+    plan, arrays, got = _compiled_merged(base_seed, fused_config("inference"))
     reference = values64(plan, *arrays)
-    got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
+    for name, array in got.items():
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)

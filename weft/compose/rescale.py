@@ -116,26 +116,26 @@ class _NoSplit(Exception):
     pass
 
 
-def _flatten_product(expr: Expr, power: int = 1) -> list[tuple[Expr, int]]:
+def _flatten(expr: Expr, op: BinaryOp, inverse: BinaryOp, sign: int = 1) -> list[tuple[Expr, int]]:
+    """``expr`` as (operand, sign) under ``op`` and its ``inverse``: for MUL/DIV the sign is
+    the power (``a / b`` -> (a, 1), (b, -1)), for ADD/SUB the sign (``a - b`` -> (a, 1), (b, -1));
+    a negation is a factor -1 of a product, a flipped sign in a sum."""
     match expr:
-        case Binary(BinaryOp.MUL, left, right):
-            return _flatten_product(left, power) + _flatten_product(right, power)
-        case Binary(BinaryOp.DIV, left, right):
-            return _flatten_product(left, power) + _flatten_product(right, -power)
+        case Binary(found, left, right) if found in (op, inverse):
+            return _flatten(left, op, inverse, sign) + _flatten(right, op, inverse, sign if found is op else -sign)
         case Unary(UnaryOp.NEG, operand):
-            return [(Const(-1.0), 1)] + _flatten_product(operand, power)
-    return [(expr, power)]
+            if op is BinaryOp.MUL:
+                return [(Const(-1.0), 1)] + _flatten(operand, op, inverse, sign)
+            return _flatten(operand, op, inverse, -sign)
+    return [(expr, sign)]
+
+
+def _flatten_product(expr: Expr, power: int = 1) -> list[tuple[Expr, int]]:
+    return _flatten(expr, BinaryOp.MUL, BinaryOp.DIV, power)
 
 
 def _flatten_sum(expr: Expr, sign: int = 1) -> list[tuple[Expr, int]]:
-    match expr:
-        case Binary(BinaryOp.ADD, left, right):
-            return _flatten_sum(left, sign) + _flatten_sum(right, sign)
-        case Binary(BinaryOp.SUB, left, right):
-            return _flatten_sum(left, sign) + _flatten_sum(right, -sign)
-        case Unary(UnaryOp.NEG, operand):
-            return _flatten_sum(operand, -sign)
-    return [(expr, sign)]
+    return _flatten(expr, BinaryOp.ADD, BinaryOp.SUB, sign)
 
 
 def _product(factors: list[tuple[Expr, int]]) -> Expr:

@@ -21,7 +21,6 @@ import glob
 import hashlib
 import json
 import os
-import platform
 import tempfile
 import time
 import warnings
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from weft.codegen.cpu import cpu_info, cpu_model
 from weft.codegen.driver import build
 from weft.errors import WeftError
 from weft.files import write_atomic
@@ -97,19 +97,7 @@ def _at_threads(table: tuple[tuple[int, float], ...], threads: int) -> float:
 
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
-    model, flags = platform.processor() or platform.machine(), ()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and model in ("", platform.machine(), platform.processor()):
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = tuple(sorted(value.split()))
-    except OSError:
-        pass
-    return model, flags
+    return cpu_model(), tuple(sorted(cpu_info()[1]))
 
 
 def _parse_size(text: str) -> int:
