@@ -1,4 +1,6 @@
-"""The rescaled one-pass lowering of a region (Inference only; ``weft.compose.rescale``).
+"""The rescaled one-pass lowering of a region (Inference only; the rewrite comes from
+``weft.compose.one_pass`` as data). The pass is data too (``OnlinePass``);
+``weft.codegen.online`` writes its C.
 
 A region whose ``OnlineFold`` the rewrite admits becomes one tiled function in
 which the reference fold and every dependent fold share one pass over their
@@ -135,7 +137,7 @@ class OnlinePass:
 
 
 def _bind(exprs, dims: dict[str, list[str | None]], env: dict[str, str]) -> None:
-    """Extend ``env`` (axis -> C variable) from loads of buffers whose dimensions have variables."""
+    """Extend ``env`` (axis -> loop variable) from loads of buffers whose dimensions have variables."""
     for expr in exprs:
         for load in expr_loads(expr):
             for index, var in zip(load.index, dims.get(load.buffer, ()), strict=False):
