@@ -38,7 +38,7 @@ from weft.lower.region import FusedRegion, Partition
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
-    c_identifier,
+    storage_name,
     default_views,
     lower_group,
     lower_member,
@@ -322,14 +322,14 @@ def scratch_views(
     slot_of, slots = share_scratch(plan, region, tiling) if region is not None else ({}, [])
     pointers = {}
     for number, (first, elements) in enumerate(slots):
-        pointers[number] = c_identifier(f"scratch_{first}", taken)
+        pointers[number] = storage_name(f"scratch_{first}", taken)
         scratch.append(Scratch(pointers[number], plan.buffer(first).dtype, elements))
     for name in names:
         buffer = plan.buffer(name)
         tiled = tiling.ranges(name)
         axes = plan.kernel(name).axes
         shared = name in slot_of
-        pointer = pointers[slot_of[name]] if shared else c_identifier(f"scratch_{name}", taken)
+        pointer = pointers[slot_of[name]] if shared else storage_name(f"scratch_{name}", taken)
         shape = tile_shape(plan, name, tiling)
         result[name] = BufferView(
             buffer=name,
@@ -399,7 +399,7 @@ def lower_region(
 
 
 def region_function_name(region: FusedRegion, taken: set[str]) -> str:
-    return "r" + c_identifier(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
+    return "r" + storage_name(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
 
 
 def region_fit(plan: Plan, region: FusedRegion, target: Target, online_lowering=None, views=None) -> str | None:

@@ -78,7 +78,7 @@ from weft.lower.fused import (
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
-from weft.lower.schedule import Target, c_identifier
+from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
 
 PASS_LANES = 16
@@ -280,7 +280,7 @@ def block_views(
             Var("wo_jb") if n == position else tiled[axis.name][0] if axis.name in tiled else 0
             for n, axis in enumerate(axes)
         )
-        pointer = c_identifier(f"block_{name}", taken)
+        pointer = storage_name(f"block_{name}", taken)
         views[name] = BufferView(name, pointer, buffer.dtype, buffer.shape, row_major_strides(shape), offsets)
         scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
     return views, tuple(scratch)

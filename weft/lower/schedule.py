@@ -46,8 +46,9 @@ class Target:
     use_blas: bool = False
 
 
-def c_identifier(name: str, taken: set[str]) -> str:
-    """A C identifier for a buffer name (``layer0/q.1`` -> ``b_layer0_q_1``), unique in ``taken``."""
+def storage_name(name: str, taken: set[str]) -> str:
+    """A storage name for a buffer (``layer0/q.1`` -> ``b_layer0_q_1``): letters, digits and
+    ``_`` only, unique in ``taken``. A name, not code: codegen declares it as it sees fit."""
     base = "b_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
     candidate, suffix = base, 1
     while candidate in taken:
@@ -64,7 +65,7 @@ def default_views(plan: Plan) -> dict[str, BufferView]:
     for buffer in plan.buffers:
         views[buffer.name] = BufferView(
             buffer=buffer.name,
-            pointer=c_identifier(buffer.name, taken),
+            pointer=storage_name(buffer.name, taken),
             dtype=buffer.dtype,
             shape=buffer.shape,
             strides=row_major_strides(buffer.shape),
@@ -295,7 +296,7 @@ def _extent(kernel: Kernel, axis: str) -> int:
 
 
 def _function_name(members: tuple[str, ...], taken: set[str]) -> str:
-    return "k" + c_identifier("_".join(members)[:48], taken)[1:]
+    return "k" + storage_name("_".join(members)[:48], taken)[1:]
 
 
 def lower_group(
