@@ -38,10 +38,10 @@ from weft.lower.region import FusedRegion, Partition
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
-    storage_name,
     default_views,
     lower_group,
     lower_member,
+    storage_name,
 )
 from weft.lower.values import LoopValue, Minimum, Product, Quotient, Remainder, Sum, Var
 
