@@ -9,15 +9,26 @@ into the terms; so nothing of size rows × pass-extent exists. Per tile::
 
     ref[r] = -inf; acc_l[r] = 0; acc_o[r][e] = 0            /* per row of the tile */
     for jb in blocks of 64 (the whole axis when nothing is streamed):
-        s_block[r][j] = sum_d q[r,d] * k[j,d] * scale      /* streamed member, its own nest */
+        s_block[r][j] = sum_d q[r,d] * k[j,d]              /* streamed member, its own nest */
         for each row r:
-            new = max(ref[r], max of s over the block)     /* vector max, one reduction */
+            t[j] = s_block[r][j] * scale                   /* kept: what the max folds */
+            new = max(ref[r], max of t over the block)     /* vector max, one reduction */
             if new != ref[r]:                              /* one rescale per block */
-                c = exp(b(new) - b(ref[r])); acc_l[r] *= c; acc_o[r][:] *= c
+                c = exp(b(new) - b(ref[r]))
+                acc_l[r] = ref[r] == -inf ? 0 : acc_l[r] * c    /* same for acc_o[r][:] */
             for j in the block (vectors along j):
-                acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]
+                acc_l[r] += exp(t[j] - new); acc_o[r][e] += exp(t[j] - new) * v[j,e]
             ref[r] = new
     m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
+
+Two details keep every row right. While a row's keys so far are all masked its
+reference is -inf and its terms ``exp(-inf - -inf)`` are NaN; when the reference
+becomes finite those terms are really ``exp(-inf) = 0``, so the accumulators restart
+instead of being rescaled (a row masked to the end keeps the oracle's NaN). And when
+the reference terms hold a product (``s * scale``), the dependents read back the
+values the max folded (``t``) instead of recomputing them: with FMA contraction,
+``s * scale - new`` recomputed is one FMA whose result at the row max is the
+product's rounding error, not 0, and overflows ``exp`` once |scores| pass ~1e9.
 
 When a dependent has one extra axis and its term splits into a part along the pass
 axis (``exp(s - m)``) and a rest that does not depend on the rows (``V[j, e]``), the
