@@ -19,14 +19,60 @@ from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
-from weft.errors import ConfigError, InputError
+from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.fuse import fuse_and_lower
-from weft.ir import Plan, verify
+from weft.ir import Kernel, Plan, verify
 from weft.lower import Target
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+
+
+def _where(traceback) -> str:
+    """The region (or lowered function) and member being worked on where ``traceback`` ends."""
+    group = member = None
+    frames = []
+    while traceback is not None:
+        frames.append(traceback.tb_frame)
+        traceback = traceback.tb_next
+    for frame in reversed(frames):  # innermost first
+        for value in frame.f_locals.values():
+            if member is None:
+                kernel = value if isinstance(value, Kernel) else _kernel_of(value)
+                member = kernel.output if kernel is not None else None
+            if group is None and type(value).__name__ in ("Region", "LoweredFunction"):
+                group = tuple(getattr(value, "members", ()))
+    parts = []
+    if group:
+        parts.append(f"region {', '.join(group)}")
+    if member:
+        parts.append(f"member {member}")
+    return " (" + "; ".join(parts) + ")" if parts else ""
+
+
+def _kernel_of(value) -> Kernel | None:
+    """The member a lowering value is about (a nest or a pass dependent carries ``kernel``)."""
+    try:
+        kernel = getattr(value, "kernel", None)
+    except Exception:  # a property that fails: not what we are looking for
+        return None
+    return kernel if isinstance(kernel, Kernel) else None
+
+
+def _stage(stage: str, plan: Plan, function, *args):
+    """``function(*args)``; an unexpected exception (a Weft bug, not bad input) becomes a
+    ``CompileError`` naming the stage, the plan and the region and member; ``WeftError``s pass."""
+    try:
+        return function(*args)
+    except (WeftError, MemoryError):
+        raise
+    except Exception as problem:
+        raise CompileError(
+            f"internal error while {stage} plan {plan.name}{_where(problem.__traceback__)}: "
+            f"{type(problem).__name__}: {problem}. This is a bug in Weft, not in the program: please report it "
+            "with the plan and the compile options; fusion='off' may avoid it meanwhile."
+        ) from problem
 
 
 class Prepared:
@@ -246,9 +292,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = fuse_and_lower(plan, config, target)
-    arena = plan_arena(plan, lowered)
-    source = render_source(plan, lowered, arena)
+    lowered = _stage("lowering", plan, fuse_and_lower, plan, config, target)
+    arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
+    source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
     return CompiledPlan(plan, config, lowered, arena, artifact)
 

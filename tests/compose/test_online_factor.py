@@ -28,7 +28,7 @@ def test_scale_is_factored_out_of_the_streamed_scores(fused_config, head_dim):
     (scores,) = online.streamed_nests
     assert not any(isinstance(node, Const) for node in walk_expr(scores.kernel.body))  # q·k only
     assert any(isinstance(node, Const) for node in walk_expr(online.online.reference_term))  # s * scale
-    expected = attention64(q, k, v, 1.0 / np.sqrt(head_dim))
+    expected = attention64(q, k, v, scale=1.0 / np.sqrt(head_dim))
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
 
 

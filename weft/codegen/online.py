@@ -22,7 +22,8 @@ import re
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
 from weft.codegen.render import NestWriter, combine, fold_identity
 from weft.codegen.values import c_value
-from weft.ir import Expr, Kernel, UnaryOp, expr_axes, expr_children
+from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
+from weft.ir.substitute import substitute_axes
 from weft.lower.nest import BufferView
 from weft.lower.online import OnlinePass, PassDependent
 
@@ -52,6 +53,7 @@ class OnlinePassWriter:
         self.row_count = online_pass.row_count
         self.fold_lanes = online_pass.fold_lanes
         self.row_counts = online_pass.row_counts
+        self.rounded = online_pass.rounded
         self.name = online_pass.name
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
@@ -75,6 +77,26 @@ class OnlinePassWriter:
         owner = kernel or self.reference
         extents = {axis.name: axis.extent for axis in owner.all_axes}
         return BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
+
+    def _seed_reference_terms(self, renderer: BodyRenderer, dependent: PassDependent) -> BodyRenderer:
+        """Let ``renderer`` read the reference terms of this step from ``wo_t`` (what the max
+        folded) instead of computing them again: with FMA contraction allowed, ``s * c - m``
+        recomputed would be one FMA, not ``round(s * c) - m``, so at the row max the exponent
+        would be the product's rounding error (exp overflows once |s * c| > ~1e9), not 0."""
+        if not self.rounded:
+            return renderer
+        fold_axis = dependent.fold.fold_axis
+        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
+        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
+        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
+            if var in row_vars:
+                renames[axis.name] = AxisIndex(row_vars[var])
+        target = substitute_axes(self.online.reference_term, renames)
+        vector = renderer.is_vector(target)
+        where = f"wo_t[{renderer.env[fold_axis]} - wo_jb]"
+        code = f"wfc_load_f(&{where})" if vector else where
+        renderer.memo[renderer.memo_key(target, vector)] = Value(code, self.local_views[self.reference.output].dtype, vector)
+        return renderer
 
     def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
         """The accumulator of ``dependent`` at the current row (and extra point ``flat``)."""
@@ -114,6 +136,8 @@ class OnlinePassWriter:
         for dependent in self.dependents:
             for k in range(len(self._shared_rows(dependent)[1])):
                 emit(depth, f"{ctype} {dependent.accumulator}_p{k}[{self.row_count * self.block}] __attribute__((aligned(64)));")
+        if self.rounded:
+            emit(depth, f"{ctype} wo_t[{self.block}] __attribute__((aligned(64)));  /* this row's reference terms */")
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
         for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
             NestWriter(nest, lines, counter).write(depth + 1)
@@ -168,6 +192,9 @@ class OnlinePassWriter:
             renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
             renderer.vector_axis = online.reference_axis
             term = renderer.splat(renderer.render(online.reference_term))
+            if self.rounded:
+                emit(depth + 1, f"const wf_vf wo_tv = {term}; wfc_store_f(&wo_t[{self.step} - wo_jb], wo_tv);")
+                term = "wo_tv"
             emit(depth + 1, f"wo_vm = {combine(combiner, dtype, True, 'wo_vm', term)};")
             emit(depth, "}")
             pick = combine(combiner, dtype, False, "wo_bm", "wo_vm[wo_l]")
@@ -175,6 +202,9 @@ class OnlinePassWriter:
         emit(depth, f"for (; {self.step} < wo_stop; {self.step}++) {{")
         renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
         term = renderer.render(online.reference_term).code
+        if self.rounded:
+            emit(depth + 1, f"wo_t[{self.step} - wo_jb] = {term};")
+            term = f"wo_t[{self.step} - wo_jb]"
         emit(depth + 1, f"wo_bm = {combine(combiner, dtype, False, 'wo_bm', term)};")
         emit(depth, "}")
         emit(depth, "wo_ref_new[0] = wo_bm;")
@@ -188,16 +218,23 @@ class OnlinePassWriter:
         emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
         reference = self.reference.output
         emit(depth, "if (wo_ref_new[0] != wo_ref_old[0]) {")
+        # The reference leaves its identity (the row's keys so far all masked, max -inf): the
+        # terms folded so far were exp(-inf - -inf) = NaN, against a finite reference each is
+        # exp(-inf) = 0, so the accumulators restart (a row that stays masked keeps the oracle's NaN).
+        identity = fold_identity(self.online.reference_combiner, dtype)
+        emit(depth + 1, f"const int wo_restart = wo_ref_old[0] == {identity};")
         for dependent in rescaled:
             env = dict(dependent.env)
             new = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
             old = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
             factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
+            restart = fold_identity(dependent.fold.combiner, dtype)
             emit(depth + 1, f"{{ const {ctype} wo_c = {factor};")
-            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
+            slot = self._slot(dependent, "wo_n")
+            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {slot} = wo_restart ? {restart} : {slot} * wo_c;")
             if self.fold_lanes and dependent.count == 1:
                 slot = self._vector_slot(dependent)
-                emit(depth + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
+                emit(depth + 1, f"  wfc_store_f({slot}, wo_restart ? wfc_splat_f({restart}) : wfc_load_f({slot}) * wfc_splat_f(wo_c));")
             emit(depth + 1, "}")
         emit(depth, "}")
 
@@ -214,6 +251,7 @@ class OnlinePassWriter:
                 renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
                 renderer.memo = shared
                 renderer.vector_axis = dependent.fold.fold_axis
+                self._seed_reference_terms(renderer, dependent)
                 value = renderer.splat(renderer.render(dependent.fold.term))
                 slot = self._vector_slot(dependent)
                 update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
@@ -232,6 +270,7 @@ class OnlinePassWriter:
         if shared is not None:  # the step's scope: values other dependents rendered are reused
             vector.memo = shared
         vector.vector_axis = fold_axis
+        self._seed_reference_terms(vector, dependent)
         names = {axis.name for axis, _ in dependent.extras}
         computed = []
         for node in _hoistable(dependent.fold.term, names):
@@ -255,7 +294,7 @@ class OnlinePassWriter:
         lines.append("    " * step + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
         env = dict(dependent.env)
         env[fold_axis] = f"({self.step} + wo_l)"
-        outer = self._renderer(lines, step + 1, counter, env, running, dependent.kernel)
+        outer = self._seed_reference_terms(self._renderer(lines, step + 1, counter, env, running, dependent.kernel), dependent)
         for node, local in computed:  # the scalar renderer finds these lanes instead of recomputing
             key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
@@ -363,7 +402,7 @@ class OnlinePassWriter:
         emit(step + 1, f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
         env = dict(dependent.env)
         env[fold_axis] = f"({self.step} + wo_l)"
-        outer = self._renderer(lines, step + 2, counter, env, running, dependent.kernel)
+        outer = self._seed_reference_terms(self._renderer(lines, step + 2, counter, env, running, dependent.kernel), dependent)
         for node, local in computed:  # the lanes computed before the loop, not recomputed
             key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
@@ -384,6 +423,7 @@ class OnlinePassWriter:
         depth = indent + 1
         if outer is None:
             outer = self._renderer(lines, depth, counter, dict(dependent.env), running, dependent.kernel)
+            self._seed_reference_terms(outer, dependent)
         else:
             outer.indent = "    " * depth
         names = {axis.name for axis, _ in dependent.extras}

@@ -11,15 +11,26 @@ into the terms; so nothing of size rows × pass-extent exists. Per tile::
 
     ref[r] = -inf; acc_l[r] = 0; acc_o[r][e] = 0            /* per row of the tile */
     for jb in blocks of 64 (the whole axis when nothing is streamed):
-        s_block[r][j] = sum_d q[r,d] * k[j,d] * scale      /* streamed member, its own nest */
+        s_block[r][j] = sum_d q[r,d] * k[j,d]              /* streamed member, its own nest */
         for each row r:
-            new = max(ref[r], max of s over the block)     /* vector max, one reduction */
+            t[j] = s_block[r][j] * scale                   /* kept: what the max folds */
+            new = max(ref[r], max of t over the block)     /* vector max, one reduction */
             if new != ref[r]:                              /* one rescale per block */
-                c = exp(b(new) - b(ref[r])); acc_l[r] *= c; acc_o[r][:] *= c
+                c = exp(b(new) - b(ref[r]))
+                acc_l[r] = ref[r] == -inf ? 0 : acc_l[r] * c    /* same for acc_o[r][:] */
             for j in the block (vectors along j):
-                acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]
+                acc_l[r] += exp(t[j] - new); acc_o[r][e] += exp(t[j] - new) * v[j,e]
             ref[r] = new
     m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
+
+Two details keep every row right. While a row's keys so far are all masked its
+reference is -inf and its terms ``exp(-inf - -inf)`` are NaN; when the reference
+becomes finite those terms are really ``exp(-inf) = 0``, so the accumulators restart
+instead of being rescaled (a row masked to the end keeps the oracle's NaN). And when
+the reference terms hold a product (``s * scale``), the dependents read back the
+values the max folded (``t``) instead of recomputing them: with FMA contraction,
+``s * scale - new`` recomputed is one FMA whose result at the row max is the
+product's rounding error, not 0, and overflows ``exp`` once |scores| pass ~1e9.
 
 When a dependent has one extra axis and its term splits into a part along the pass
 axis (``exp(s - m)``) and a rest that does not depend on the rows (``V[j, e]``), the
@@ -59,6 +70,7 @@ from weft.ir import (
     Kernel,
     Plan,
     expr_axes,
+    expr_children,
     expr_loads,
     index_axes,
 )
@@ -127,10 +139,17 @@ class OnlinePass:
     row_count: int = 1
     fold_lanes: bool = False  # Inference: vectors along the pass axis
     row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
+    rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
 
     @property
     def name(self) -> str:
         return f"online pass of {self.online.anchor}"
+
+
+def _has_product(expr: Expr) -> bool:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return True
+    return any(_has_product(child) for child in expr_children(expr))
 
 
 # ---------------------------------------------------------------------- building
@@ -230,6 +249,9 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         kernel = plan.kernel(dependent.member)
         env = envs[dependent.member]
         _check([dependent.term] + ([dependent.exponent] if dependent.exponent is not None else []), dims, env, local)
+        for axis in kernel.axes:  # an extra axis of extent 1 (a value head dim of 1) is the point 0
+            if axis.name not in env and axis.extent == 1:
+                env[axis.name] = "0"
         extras = tuple((axis, f"wo_x{number}_{n}") for n, axis in enumerate(kernel.axes) if axis.name not in env)
         if dependent.exponent is not None and expr_axes(dependent.exponent) & {axis.name for axis, _ in extras}:
             raise _Unmappable("the rescaling factor varies along an extra axis")
@@ -254,12 +276,15 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     touched -= set(streamed)
     views = tuple(local_views[name] for name in sorted(touched))
     row_count = math.prod(counts)
-    if not streamed:  # nothing to compute per block: each row walks the whole axis (max, then folds)
+    # a product in the reference terms could be contracted into an FMA differently where the
+    # dependents recompute it: keep the terms the max folded (wo_t) and read those back
+    rounded = _has_product(online.reference_term)
+    if not streamed and not rounded:  # nothing to compute per block: each row walks the whole axis
         block = online.extent
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, fold_lanes, tuple(counts),
+        target.lanes, block, row_count, fold_lanes, tuple(counts), rounded,
     )
 
 
