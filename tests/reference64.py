@@ -41,6 +41,7 @@ UNARY = {
 }
 BINARY = {
     BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply, BinaryOp.DIV: np.divide,
+    BinaryOp.FMOD: np.fmod,
     BinaryOp.MAX: np.maximum, BinaryOp.MIN: np.minimum, BinaryOp.LT: np.less, BinaryOp.LE: np.less_equal,
     BinaryOp.GT: np.greater, BinaryOp.GE: np.greater_equal, BinaryOp.EQ: np.equal, BinaryOp.NE: np.not_equal,
     BinaryOp.AND: np.logical_and, BinaryOp.OR: np.logical_or,
