@@ -11,13 +11,21 @@ So the comparison is:
   ``+0.0`` differ, as do infinities of opposite sign).
 
 Every Strict test in Weft compares through this helper, so the rule lives in one place.
+
+The Inference contract is ``inference_mismatch(actual, reference)`` against a float64
+reference: per output, ``|actual - ref| <= INFERENCE_RTOL * (|ref| + max|ref|)`` over the
+finite reference values, and the non-finite ones matched exactly (NaN where NaN, an
+infinity of the same sign where an infinity).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["assert_strict_equal", "strict_mismatch"]
+__all__ = ["INFERENCE_RTOL", "assert_inference_close", "assert_strict_equal", "inference_error",
+           "inference_mismatch", "strict_mismatch"]
+
+INFERENCE_RTOL = 1e-4
 
 _SHOWN = 5
 
@@ -71,3 +79,50 @@ def assert_strict_equal(actual, expected, context: str = "") -> None:
     problem = strict_mismatch(actual, expected)
     if problem is not None:
         raise AssertionError(f"{context + ': ' if context else ''}not Strict-equal:\n{problem}")
+
+
+def inference_error(actual: np.ndarray, reference: np.ndarray) -> float:
+    """The worst ``|actual - ref| / (|ref| + max|ref|)`` over finite reference values; ``inf``
+    when the shapes differ or a non-finite value is not matched exactly (position and sign)."""
+    got = np.asarray(actual, np.float64)
+    want = np.asarray(reference, np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    finite = np.isfinite(want)
+    nonfinite_ok = np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(
+        np.where(np.isinf(want), want, 0.0), np.where(np.isinf(got), got, 0.0))
+    if not nonfinite_ok or not np.all(np.isfinite(got[finite])):
+        return float("inf")
+    if not finite.any():
+        return 0.0
+    scale = float(np.max(np.abs(want[finite])))
+    denominator = np.abs(want[finite]) + scale
+    difference = np.abs(got[finite] - want[finite])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(difference == 0, 0.0, difference / denominator)
+    return float(np.max(ratio))
+
+
+def inference_mismatch(actual, reference, rtol: float = INFERENCE_RTOL) -> str | None:
+    """Why ``actual`` breaks the Inference contract against a float64 ``reference`` (None if not)."""
+    actual_items, reference_items = _as_tuple(actual), _as_tuple(reference)
+    if len(actual_items) != len(reference_items):
+        return f"{len(actual_items)} outputs, expected {len(reference_items)}"
+    problems = []
+    for number, (got, want) in enumerate(zip(actual_items, reference_items, strict=True)):
+        error = inference_error(got, want)
+        if error > rtol:
+            got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
+            detail = "non-finite values or shapes differ" if error == float("inf") else f"error {error:.3g}"
+            if got64.shape == want64.shape and error != float("inf"):
+                worst = np.unravel_index(np.argmax(np.abs(got64 - want64)), got64.shape)
+                detail += f" (largest difference at {worst}: {got64[worst]!r} vs {want64[worst]!r})"
+            problems.append(f"output {number}: {detail}, allowed {rtol:g}")
+    return "\n".join(problems) or None
+
+
+def assert_inference_close(actual, reference, context: str = "", rtol: float = INFERENCE_RTOL) -> None:
+    """Raise AssertionError unless ``actual`` is within the Inference contract of ``reference``."""
+    problem = inference_mismatch(actual, reference, rtol)
+    if problem is not None:
+        raise AssertionError(f"{context + ': ' if context else ''}outside the Inference tolerance:\n{problem}")
