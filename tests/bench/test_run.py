@@ -166,7 +166,7 @@ def test_stage_and_budget(profile):
 
 
 def test_torch_peer_parity(profile):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="PyTorch is not installed (optional peer; .ci/run installs it)")
     options = BenchOptions(arms="unfused,torch-sdpa,torch-eager", blocks=2, target_round_s=0.002)
     result = run_bench(HandAttention(), options, profile)
     checks = {c["label"]: c for c in result["in_process"]["parity"]["checks"]}
