@@ -11,6 +11,7 @@ from reference64 import outputs64
 
 import weft
 from weft.oracle import run
+from weft.testing import assert_strict_equal
 
 PLANS_PER_EXAMPLE = 8
 EXAMPLES = 25
@@ -34,14 +35,11 @@ def test_random_plans_strict_byte_identical(plans, make_config):
     arrays = _arrays(merged, 0)
     got = _as_tuple(weft.compile(merged, config=make_config("strict"))(*arrays))
     # each plan on its own through the oracle: the merged compile must agree with every one
-    by_name = dict(zip(merged.outputs, got, strict=False))
-    values = dict(zip(merged.inputs, arrays, strict=False))
+    by_name = dict(zip(merged.outputs, got, strict=True))
+    values = dict(zip(merged.inputs, arrays, strict=True))
     for plan in plans:
         want = _as_tuple(run(plan, *[values[n] for n in plan.inputs]))
-        for name, expected in zip(plan.outputs, want, strict=False):
-            actual = by_name[name]
-            assert actual.shape == expected.shape
-            assert actual.tobytes() == expected.tobytes(), f"{name} differs\n{plan}"
+        assert_strict_equal(tuple(by_name[name] for name in plan.outputs), want, f"{plan}")
 
 
 @SETTINGS
@@ -54,7 +52,7 @@ def test_random_plans_inference_within_tolerance_of_float64(plans, make_config):
     got = _as_tuple(weft.compile(merged, config=make_config("inference"))(*arrays))
     strict = _as_tuple(run(merged, *arrays))
     reference = outputs64(merged, *arrays)
-    for name, actual, oracle, expected in zip(merged.outputs, got, strict, reference, strict=False):
+    for name, actual, oracle, expected in zip(merged.outputs, got, strict, reference, strict=True):
         finite = np.isfinite(expected)
         assert np.array_equal(np.isfinite(actual), finite) or not finite.all(), name
         scale = float(np.max(np.abs(expected[finite]), initial=1.0))

@@ -297,7 +297,7 @@ class BodyRenderer:
 
     def address(self, view: BufferView, index: tuple[IndexExpr, ...] | tuple[str, ...]) -> str:
         terms = []
-        for position, stride, offset in zip(index, view.strides, view.offsets, strict=False):
+        for position, stride, offset in zip(index, view.strides, view.offsets, strict=True):
             code = position if isinstance(position, str) else self.index(position)
             if offset != "0":
                 code = f"({code} - ({offset}))"
