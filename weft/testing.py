@@ -115,7 +115,9 @@ def inference_mismatch(actual, reference, rtol: float = INFERENCE_RTOL) -> str |
             got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
             detail = "non-finite values or shapes differ" if error == float("inf") else f"error {error:.3g}"
             if got64.shape == want64.shape and error != float("inf"):
-                worst = np.unravel_index(np.argmax(np.abs(got64 - want64)), got64.shape)
+                with np.errstate(invalid="ignore"):
+                    gaps = np.where(np.isfinite(want64), np.abs(got64 - want64), 0.0)
+                worst = np.unravel_index(np.argmax(gaps), got64.shape)
                 detail += f" (largest difference at {worst}: {got64[worst]!r} vs {want64[worst]!r})"
             problems.append(f"output {number}: {detail}, allowed {rtol:g}")
     return "\n".join(problems) or None
