@@ -76,7 +76,14 @@ def _stage(stage: str, plan: Plan, function, *args):
 
 
 class Prepared:
-    """A plan bound to fixed inputs and preallocated outputs: ``prepared()`` runs only the C call."""
+    """A plan bound to the caller's input arrays and preallocated outputs: ``prepared()``
+    runs only the C call.
+
+    Inputs are bound live, never copied: every call reads the arrays' contents at that
+    moment, so writing new values into an input in place (``x[...] = next_batch``) is seen
+    by the next call. (Rebinding a name to a new array is not; prepare again.) That is why
+    ``prepare`` accepts only C-contiguous inputs.
+    """
 
     def __init__(self, compiled: CompiledPlan, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         self.compiled = compiled
@@ -145,7 +152,7 @@ class CompiledPlan:
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
                              f"({', '.join(self.output_names)}), got {len(given)}")
-        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=False):
+        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=True):
             if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
                 got = (array.shape, array.dtype) if isinstance(array, np.ndarray) else type(array).__name__
                 raise InputError(f"plan {self.plan.name}: out array for {name} must have shape {shape} and "
@@ -156,6 +163,11 @@ class CompiledPlan:
             if any(np.shares_memory(array, source) for source in inputs):
                 raise InputError(f"plan {self.plan.name}: out array for {name} overlaps an input; "
                                  "pass a separate array")
+        for position, (name, array) in enumerate(zip(self.output_names, given, strict=True)):
+            for other_name, other in zip(self.output_names[:position], given[:position], strict=True):
+                if np.shares_memory(array, other):
+                    raise InputError(f"plan {self.plan.name}: out arrays for {other_name} and {name} overlap "
+                                     "(each output needs its own memory); pass separate arrays")
         return given
 
     def gather_error(self, status: int) -> InputError:
@@ -166,7 +178,7 @@ class CompiledPlan:
         )
 
     def results(self, outputs: list[np.ndarray]):
-        by_name = dict(zip(self.output_names, outputs, strict=False))
+        by_name = dict(zip(self.output_names, outputs, strict=True))
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
@@ -184,9 +196,21 @@ class CompiledPlan:
         return self.results(outputs)
 
     def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
-        """Bind inputs and preallocated outputs once; the returned callable runs only the C call."""
-        inputs = self._inputs(arrays)
-        return Prepared(self, inputs, self._outputs(out, inputs))
+        """Bind inputs and preallocated outputs once; the returned callable runs only the C call.
+
+        The inputs are bound live (no copy): each call reads their contents at that moment,
+        so an in-place update between calls is seen. Each input must therefore be
+        C-contiguous (``InputError`` otherwise: pass ``numpy.ascontiguousarray(x)`` and keep
+        that array to update).
+        """
+        checked = check_inputs(self.plan, arrays)
+        for name, array in zip(self.plan.inputs, checked, strict=True):
+            if not array.flags.c_contiguous:
+                raise InputError(
+                    f"plan {self.plan.name}: prepare() binds input {name} live and reads it in place, so it must"
+                    " be C-contiguous; pass numpy.ascontiguousarray(x) (and update that array between calls)"
+                )
+        return Prepared(self, checked, self._outputs(out, checked))
 
     def run_raw(self, *arrays: np.ndarray) -> None:
         """Run into outputs allocated once and reused (see ``raw_outputs``); returns nothing.
@@ -220,7 +244,7 @@ class CompiledPlan:
         )
         if status:
             raise self.gather_error(status)
-        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=False)]
+        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate

@@ -11,6 +11,7 @@ from reference64 import attention64
 import weft
 import weft.nn as nn
 from weft.oracle.interpreter import run
+from weft.testing import assert_strict_equal
 
 
 def _scratch_strides(compiled) -> dict[str, tuple[int, ...]]:
@@ -33,7 +34,7 @@ def test_attention_scratch_keeps_rows_innermost_and_strict_is_exact(fused_config
     assert two_d, strides
     for name, s in two_d.items():  # (h, i, j): rows i are the unit stride
         assert s[1] == 1 and s[2] > 1, (name, s)
-    np.testing.assert_array_equal(compiled(q, k, v), run(plan, q, k, v))
+    assert_strict_equal(compiled(q, k, v), run(plan, q, k, v))
     expected = attention64(q, k, v)
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
 
@@ -45,4 +46,4 @@ def test_softmax_scratch_stays_row_major(fused_config):
         if len(s) == 2:
             assert s[1] == 1, (name, s)
     x = (3 * np.random.default_rng(1).standard_normal((40, 300))).astype(np.float32)
-    np.testing.assert_array_equal(compiled(x), run(plan, x))
+    assert_strict_equal(compiled(x), run(plan, x))
