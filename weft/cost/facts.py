@@ -1,0 +1,274 @@
+"""What the cycle model reads from a lowered nest, as plain numbers (the adapter).
+
+The model never reads C. It reads the structured fields of ``weft.lower.nest``:
+the kernel (axes, fold, body), the vector axis and lanes, the register block
+(``block_axis``, ``block_rows``, ``block_vectors``), fold lanes and accumulators,
+``parallel``, and each view's strides (to tell contiguous, broadcast and gathered
+accesses apart) and whether it points at tile-local scratch. Everything here is
+derived once per region signature and cached by the caller; pricing a tiling is
+then a formula over these numbers (``weft.cost.model``).
+
+This module is the one place to update when the nest IR changes (tile variables and
+offsets are being made values instead of C strings: none of those strings is read
+here; ``tile_sizes_of`` is the one reader of a range and is marked as such).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children
+from weft.lower.access import Access, address_step, load_access
+from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+
+ARITHMETIC = frozenset({
+    BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.MAX, BinaryOp.MIN, BinaryOp.LT, BinaryOp.LE,
+    BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE, BinaryOp.AND, BinaryOp.OR,
+})
+TRANSCENDENTAL = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.TANH: "exp", UnaryOp.ERF: "exp",
+                  UnaryOp.SIGMOID: "exp"}
+DIVIDE_LIKE = frozenset({UnaryOp.SQRT, UnaryOp.RSQRT})
+
+
+@dataclass(frozen=True, slots=True)
+class OpCounts:
+    """Operations per iteration point (vector-lane operations; a fold adds its combine)."""
+
+    arithmetic: float = 0.0
+    exp: float = 0.0
+    log: float = 0.0
+    divide: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AccessFacts:
+    """One load or store: which loop axes move its address, and how it sits in memory."""
+
+    buffer: str
+    itemsize: int
+    axes: frozenset[str]
+    unit_axis: str | None  # the axis along which the address advances by exactly one element
+    scratch: bool  # tile-local scratch (private to a fused region)
+    store: bool
+    gather: bool  # moves with the vector axis but not contiguously: assembled lane by lane
+
+
+@dataclass(frozen=True, slots=True)
+class NestFacts:
+    """One member's nest. ``extents`` holds every axis (output and fold) of the kernel."""
+
+    member: str
+    extents: tuple[tuple[str, int], ...]
+    output_axes: tuple[str, ...]
+    fold_axes: tuple[str, ...]
+    vector_axis: str | None  # the axis of the lanes (the innermost fold axis under fold lanes)
+    span: int  # points of the vector axis in one register block
+    block_axis: str | None
+    block_rows: int
+    lanes: int
+    chains: int  # independent accumulation chains per fold step (latency bound of a fold)
+    ops: OpCounts
+    accesses: tuple[AccessFacts, ...]
+    parallel: bool
+    library: bool = False  # a BLAS call: compute at the measured GEMM rate
+    fused_fma: bool = False
+    blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
+    transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers  # Inference: a contraction's multiply-add is one operation
+
+    def extent(self, axis: str) -> int:
+        return dict(self.extents)[axis]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionFacts:
+    """One lowered function: its nests, and (fused) which axes its tile loop cuts.
+
+    ``carried`` pairs each member axis with the anchor axis its tiles follow;
+    ``scratch_bytes`` is the tile-local scratch of the lowering's own tiling, whose
+    tile held ``scratch_points`` points of the tiled axes (scratch scales with it).
+    """
+
+    name: str
+    members: tuple[str, ...]
+    nests: tuple[NestFacts, ...]
+    fused: bool
+    carried: tuple[tuple[str, str, str], ...] = ()  # (member, member axis, anchor axis)
+    scratch_bytes: int = 0
+    scratch_points: int = 1
+    one_pass: bool = False
+
+
+def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
+    arithmetic = exp = log = divide = 0.0
+    stack = [kernel.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Binary):
+            if node.op is BinaryOp.DIV:
+                divide += 1
+            elif node.op in ARITHMETIC:
+                arithmetic += 1
+        elif isinstance(node, Unary):
+            kind = TRANSCENDENTAL.get(node.op)
+            if kind == "exp":
+                exp += 1.5 if node.op is not UnaryOp.EXP else 1
+            elif kind == "log":
+                log += 1
+            elif node.op in DIVIDE_LIKE:
+                divide += 1
+            else:
+                arithmetic += 1
+        elif isinstance(node, Where):
+            arithmetic += 1
+        elif isinstance(node, Cast):
+            arithmetic += 0.5
+        stack.extend(expr_children(node))
+    if kernel.fold is not None:
+        arithmetic += 0 if fused_fma and kernel.is_contraction else 1
+    return OpCounts(arithmetic, exp, log, divide)
+
+
+def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], scratch: bool, store: bool) -> AccessFacts:
+    axes = frozenset().union(*(_index_axes(index) for index in load.index)) if load.index else frozenset()
+    unit = next((axis for axis in reversed(kernel_axes) if axis in axes
+                 and address_step(load, view.strides, axis) == 1), None)
+    gather = vector_axis is not None and load_access(load, view.strides, vector_axis) is Access.GATHER
+    return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
+
+
+def _index_axes(index) -> frozenset[str]:
+    from weft.ir import index_axes
+
+    return index_axes(index)
+
+
+def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], contract: str) -> NestFacts:
+    """The numbers of one nest (a BLAS call is priced as a contraction at the GEMM rate)."""
+    from weft.ir import AxisIndex, Load, expr_loads
+
+    kernel = nest.kernel
+    fused_fma = contract == "inference" and kernel.is_contraction
+    extents = tuple((axis.name, axis.extent) for axis in kernel.all_axes)
+    names = tuple(name for name, _ in extents)
+    if isinstance(nest, GemmCall):
+        views = {view.buffer: view for view in (nest.a, nest.b, nest.c)}
+        vector_axis, span, block_axis, rows, lanes, chains, parallel = kernel.axes[-1].name, 64, None, 1, 16, 24, True
+    else:
+        views = {view.buffer: view for view in nest.views}
+        lanes = nest.lanes
+        if nest.fold_lanes:
+            vector_axis = kernel.fold.axes[-1].name
+            span, chains = lanes * nest.fold_accumulators, nest.fold_accumulators
+        else:
+            vector_axis = nest.vector_axis
+            span = nest.block_vectors * lanes if vector_axis else 1
+            chains = nest.block_rows * nest.block_vectors if vector_axis else nest.block_rows
+        block_axis, rows, parallel = nest.block_axis, nest.block_rows, nest.parallel
+    store = Load(kernel.output, tuple(AxisIndex(axis.name) for axis in kernel.axes))
+    accesses = [_access(store, views[kernel.output], vector_axis, names, views[kernel.output].pointer in scratch_pointers,
+                        True)]
+    for load in dict.fromkeys(expr_loads(kernel.body)):
+        view = views[load.buffer]
+        accesses.append(_access(load, view, vector_axis, names, view.pointer in scratch_pointers, False))
+    return NestFacts(
+        member=kernel.output,
+        extents=extents,
+        output_axes=tuple(axis.name for axis in kernel.axes),
+        fold_axes=tuple(axis.name for axis in kernel.fold_axes),
+        vector_axis=vector_axis,
+        span=max(1, span),
+        block_axis=block_axis,
+        block_rows=max(1, rows),
+        lanes=lanes if vector_axis else 1,
+        chains=max(1, chains),
+        ops=count_ops(kernel, fused_fma),
+        accesses=tuple(accesses),
+        parallel=parallel,
+        library=isinstance(nest, GemmCall),
+        fused_fma=fused_fma,
+        blocks_per_item=0 if isinstance(nest, GemmCall) else nest.blocks_per_item,
+        transposed=not isinstance(nest, GemmCall) and nest.transpose_fold,
+    )
+
+
+def _pass_nests(nest, scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
+    """The one-pass form (``weft.lower.online.OnlinePass``): its streamed member nests, then the
+    reference fold and every dependent fold as one nest over the rows x pass axis, whose
+    dissolved and streamed operands live in block scratch (L1)."""
+    result = [nest_facts(streamed, scratch_pointers | {v.pointer for v in streamed.views
+                                                        if v.buffer in nest.online.members}, contract)
+              for streamed in nest.streamed_nests]
+    inside = set(nest.online.members)
+    for kernel in (nest.reference, *(dependent.kernel for dependent in nest.dependents)):
+        views = nest.local_views
+        pointers = scratch_pointers | {views[name].pointer for name in inside if name in views}
+        lanes = nest.lanes
+        fake = MemberNest(
+            kernel=kernel, ranges=(), outer_axes=(), vector_axis=None, lanes=lanes, block_axis=None, block_rows=1,
+            block_vectors=1, views=tuple(views[name] for name in (kernel.output, *kernel.reads) if name in views),
+            parallel=False, fold_lanes=bool(kernel.fold) and nest.fold_lanes, fold_accumulators=4,
+        )
+        if not kernel.fold or not nest.fold_lanes:
+            fake = MemberNest(
+                kernel=kernel, ranges=(), outer_axes=(), vector_axis=kernel.axes[-1].name if kernel.axes else None,
+                lanes=lanes, block_axis=None, block_rows=min(8, nest.row_count), block_vectors=1,
+                views=fake.views, parallel=False,
+            )
+        try:
+            result.append(nest_facts(fake, frozenset(pointers), contract))
+        except KeyError:  # a view the pass keeps private to itself: priced as scratch
+            continue
+    return result
+
+
+def function_facts(function: LoweredFunction, contract: str, carried: tuple[tuple[str, str, str], ...] = (),
+                   scratch_points: int = 1) -> FunctionFacts:
+    """The facts of a lowered function (unfused members, or a fused region's tiled function)."""
+    pointers = frozenset(s.pointer for s in function.scratch)
+    nests: list[NestFacts] = []
+    one_pass = False
+    for nest in function.nests:
+        if isinstance(nest, MemberNest | GemmCall):
+            nests.append(nest_facts(nest, pointers, contract))
+        elif hasattr(nest, "streamed_nests") and hasattr(nest, "reference"):
+            one_pass = True
+            nests.extend(_pass_nests(nest, pointers, contract))
+        else:  # an unknown nest kind: nothing to read, so nothing priced (reported by the caller)
+            raise TypeError(f"the cost model cannot read a {type(nest).__name__}")
+    return FunctionFacts(
+        name=function.name,
+        members=function.members,
+        nests=tuple(nests),
+        fused=function.tile_loop is not None,
+        carried=carried,
+        scratch_bytes=sum(s.elements * s.dtype.itemsize for s in function.scratch),
+        scratch_points=max(1, scratch_points),
+        one_pass=one_pass,
+    )
+
+
+_TILE_STOP = re.compile(r"\((.+) \+ (\d+)\)$|wfc_minl\((.+) \+ (\d+), \d+\)$")
+
+
+def tile_sizes_of(function: LoweredFunction, carried: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
+    """anchor axis -> tile size the lowering chose, read back from the nests' ranges.
+
+    The one reader of a range's C text (until ranges are values): a tiled range stops
+    at ``start + size`` (or ``wfc_minl(start + size, extent)``); an untouched one at
+    the extent. Axes not found are whole (one tile)."""
+    carried_by = {(member, axis): anchor for member, axis, anchor in carried}
+    sizes: dict[str, int] = {}
+    for nest in function.nests:
+        ranges = getattr(nest, "ranges", ())
+        kernel = getattr(nest, "kernel", None)
+        if kernel is None:
+            continue
+        for axis_range in ranges:
+            anchor = carried_by.get((kernel.output, axis_range.axis))
+            match = _TILE_STOP.match(axis_range.stop) if anchor else None
+            if match:
+                sizes.setdefault(anchor, int(match.group(2) or match.group(4)))
+            elif anchor and axis_range.start != "0" and "wf_tile" in axis_range.start:
+                sizes.setdefault(anchor, 1)
+    return sizes

@@ -1,0 +1,349 @@
+"""The cycle model: the price of a lowered function, from its nests' facts and a tiling.
+
+For every nest the loops run, outermost first (``nest_loops``)::
+
+    outer axes | vector blocks | row blocks | fold axes | rows of the block | lanes of the block
+
+(a fused region puts its tile loop in front). Each access (``weft.cost.facts``) moves
+with some of those loops. Its traffic through a cache of ``C`` bytes is a closed form,
+the layer condition: the data of a loop's body is reused across that loop's
+iterations when the body's footprint (every access of the nest, or of the region's
+tile) fits ``C``; the outermost loop whose body fits splits the nest in two, and the
+access costs its footprint inside that loop times the trips of every loop outside it.
+The first touch of a buffer in a run (its *compulsory* bytes) is served by the level
+its *home* says (how far back the plan last touched it: ``weft.cost.distance``), so
+unfused members pay for writing and re-reading their intermediates at the distances
+the plan gives them, and a fused region's private scratch stays where its tile fits.
+
+Bytes are served by exactly one level each: L1 serves what the core loads but that
+did not have to come from further away, L2 what missed L1, and so on. Time is an
+execution-cache-memory combination: the transfers add up (each at the measured
+read or write bandwidth from its level, at the thread count the nest runs with),
+and overlap with the in-core work (vector operations at the measured FMA peak,
+exp/log/divide at their measured rates, a fold's chains at their latency)::
+
+    cycles = max(compute, sum over levels of bytes / bandwidth) + overheads
+
+Overheads: a fixed cost per nest and per work item, per tile of a fused region, and a
+parallel region per parallel loop. A worked example (a streaming copy of n floats,
+memory-resident): compute n/16 vector moves; L1 serves nothing, memory serves 4n read
+bytes and 4n written bytes, so cycles = 4n/read_bw + 4n/write_bw (bytes per cycle).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from weft.cost.facts import FunctionFacts, NestFacts
+from weft.cost.machine import LEVELS, MachineProfile
+
+CACHE_SHARE = (0.75, 0.75, 0.6)
+"""The part of L1, L2 and (per thread) L3 a working set may use and still be reused
+(associativity, other data, prefetchers): the layer condition's safety factor."""
+
+FOLD_LATENCY = 4.0  # cycles of one dependent float add/FMA: a fold with few chains waits on it
+GATHER_CYCLES = 0.5  # per element assembled lane by lane
+TRANSPOSE_CYCLES = 0.125  # per element of a lanes x lanes tile transposed in registers
+NEST_CYCLES = 60.0  # entering a nest (loop setup, the function call in the runner)
+ITEM_CYCLES = 12.0  # decoding one work item
+TILE_CYCLES = 40.0  # one tile of a fused region (range set-up, scratch pointers)
+ARITHMETIC_PER_CYCLE = 2.0  # vector add/mul/max per cycle (the FMA ports)
+TILE = "<tile>"
+
+
+@dataclass(frozen=True, slots=True)
+class MachineNumbers:
+    """A profile at one thread count, in cycles: what every price formula multiplies by."""
+
+    profile_id: str
+    threads: int
+    clock_hz: float
+    capacities: tuple[float, float, float]
+    read_bytes_per_cycle: tuple[float, float, float, float]  # served from L1, L2, L3, memory
+    write_bytes_per_cycle: tuple[float, float, float, float]
+    serial_read: tuple[float, float, float, float]  # one thread
+    serial_write: tuple[float, float, float, float]
+    exp_cycles: float  # per vector
+    log_cycles: float
+    divide_cycles: float
+    gemm_flops_per_cycle: float
+    parallel_region_cycles: float
+    line: int
+    lanes: int
+
+
+@functools.lru_cache(maxsize=64)
+def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
+    clock = profile.clock_hz or 3.0e9
+    threads = max(1, min(threads, profile.logical_cpus))
+    l3_share = profile.l3_bytes / threads if profile.l3_bytes else 8 * 1024**2
+
+    def per_cycle(kind: str, count: int) -> tuple[float, ...]:
+        return tuple(profile.level_bandwidth(level, kind, count) / clock for level in LEVELS)
+
+    def unary(kind: str, default: float) -> float:
+        rate = profile.unary_rate(kind)
+        return clock / rate if rate else default
+
+    return MachineNumbers(
+        profile_id=profile.profile_id,
+        threads=threads,
+        clock_hz=clock,
+        capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
+                    CACHE_SHARE[2] * l3_share),
+        read_bytes_per_cycle=per_cycle("read", threads),
+        write_bytes_per_cycle=per_cycle("write", threads),
+        serial_read=per_cycle("read", 1),
+        serial_write=per_cycle("write", 1),
+        exp_cycles=unary("exp", 15.0),
+        log_cycles=unary("log", 20.0),
+        divide_cycles=unary("divide", 2.5),
+        gemm_flops_per_cycle=profile.peak_flops(threads) / clock,
+        parallel_region_cycles=profile.parallel_region_s * clock if threads > 1 else 0.0,
+        line=profile.line_bytes or 64,
+        lanes=profile.lanes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Predicted cycles of one lowered function (or a sum of them), and where they go.
+
+    ``served`` holds the bytes served by L1, L2, L3 and memory (reads + writes);
+    ``memory_bytes`` the scratch (every thread's) and arena bytes the form needs."""
+
+    cycles: float
+    compute: float
+    data: float
+    overhead: float
+    served: tuple[float, float, float, float]
+    memory_bytes: int = 0
+    detail: str = ""
+
+    def __add__(self, other: Price) -> Price:
+        return Price(
+            self.cycles + other.cycles, self.compute + other.compute, self.data + other.data,
+            self.overhead + other.overhead, tuple(a + b for a, b in zip(self.served, other.served, strict=True)),
+            self.memory_bytes + other.memory_bytes, self.detail or other.detail,
+        )
+
+    def seconds(self, numbers: MachineNumbers) -> float:
+        return self.cycles / numbers.clock_hz
+
+
+ZERO = Price(0.0, 0.0, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0))
+
+
+def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
+    """(axis, trips) outermost first; ``extent(axis)`` gives the points of an axis in one tile."""
+    vector, block = nest.vector_axis, nest.block_axis
+    loops = [(axis, extent(axis)) for axis in nest.output_axes if axis not in (vector, block)]
+    if vector is not None and vector in nest.output_axes:
+        loops.append((vector, -(-extent(vector) // nest.span)))
+    if block is not None:
+        loops.append((block, -(-extent(block) // nest.block_rows)))
+    for axis in nest.fold_axes:
+        loops.append((axis, -(-extent(axis) // nest.span) if axis == vector else extent(axis)))
+    if block is not None:
+        loops.append((block, min(nest.block_rows, extent(block))))
+    if vector is not None:
+        loops.append((vector, min(nest.span, extent(vector))))
+    return loops
+
+
+def _footprints(nest: NestFacts, loops: list[tuple[str, int]], line: int, tiled: frozenset[str]):
+    """Per access, bytes touched by loops k.. for every k (suffix footprints), and the
+    loops' body footprints W[k] (every access of the nest over loops k+1..)."""
+    count = len(loops)
+    table = []
+    for access in nest.accesses:
+        axes = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
+        elements, run = 1, 1
+        suffix = [0.0] * (count + 1)
+        suffix[count] = access.itemsize
+        for k in range(count - 1, -1, -1):
+            axis, trips = loops[k]
+            if axis in axes:
+                elements *= trips
+                if axis == access.unit_axis:
+                    run *= trips
+            if run > 1:
+                runs = elements / run
+                suffix[k] = runs * (-(-run * access.itemsize // line) * line)
+            else:
+                suffix[k] = elements * (line if elements > 1 and access.unit_axis is not None else access.itemsize)
+        table.append((access, axes, suffix))
+    return table
+
+
+def _traffic(suffix: list[float], loops: list[tuple[str, int]], body: list[float], capacity: float) -> float:
+    """Bytes of one access through a cache of ``capacity``: the layer condition."""
+    outside = 1.0
+    for k, (_, trips) in enumerate(loops):
+        if body[k] <= capacity:
+            return outside * suffix[k]
+        outside *= trips
+    return outside * suffix[len(loops)]
+
+
+def _register_bytes(access, axes, loops: list[tuple[str, int]], fold_axes: frozenset[str],
+                    register_from: int) -> tuple[float, float]:
+    """(bytes the core moves for ``access``, elements it gathers): a value is kept in a register
+    across the loops of the register block (from ``register_from`` on) and the trailing loops
+    it does not move with; a fold's store waits for the whole fold."""
+    last = -1
+    for k, (axis, _) in enumerate(loops):
+        if axis in axes:
+            last = k
+    count = 1.0
+    for k, (axis, trips) in enumerate(loops[: last + 1]):
+        if access.store and axis in fold_axes:
+            continue
+        if k >= register_from and axis not in axes:
+            continue
+        count *= trips
+    return count * access.itemsize, (count if access.gather else 0.0)
+
+
+def price_nest(
+    nest: NestFacts, extent, numbers: MachineNumbers, homes: dict[str, int], parallel_threads: int,
+    tile: tuple[int, frozenset[str], float] | None = None,
+) -> tuple[float, float, float, list[float], list[float]]:
+    """(compute, data, overhead cycles, bytes read per level, bytes written per level) of one nest.
+
+    ``tile`` is (tile count, carried member axes, the tile's working set in bytes) for a
+    nest inside a fused region's tile loop; ``homes`` the level (0 L1 .. 3 memory) whose
+    copy serves each buffer's compulsory bytes."""
+    loops = nest_loops(nest, extent)
+    inner_count = len(loops)
+    tiled: frozenset[str] = frozenset()
+    if tile is not None:
+        tile_count, tiled, tile_bytes = tile
+        loops = [(TILE, tile_count), *loops]
+    table = _footprints(nest, loops, numbers.line, tiled)
+    count = len(loops)
+    body = [0.0] * (count + 1)
+    for k in range(count):
+        body[k] = sum(suffix[k + 1] for _, _, suffix in table)
+    if tile is not None:
+        body[0] = max(body[0], tile_bytes)
+    read = [0.0, 0.0, 0.0, 0.0]
+    write = [0.0, 0.0, 0.0, 0.0]
+    gathered = 0.0
+    fold_axes = frozenset(nest.fold_axes)
+    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
+    for access, axes, suffix in table:
+        core, gathers = _register_bytes(access, axes, loops, fold_axes, register_from)
+        gathered += gathers
+        compulsory = suffix[0]
+        home = homes.get(access.buffer, 3)
+        beyond = [core]
+        for level, capacity in enumerate(numbers.capacities):
+            moved = _traffic(suffix, loops, body, capacity)
+            if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
+                moved = max(0.0, moved - compulsory)
+            beyond.append(min(moved, beyond[-1]))
+        target = write if access.store else read
+        for level in range(4):
+            target[level] += max(0.0, beyond[level] - beyond[level + 1]) if level < 3 else beyond[3]
+    serial = parallel_threads <= 1
+    read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
+    write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
+    data = sum(read[level] / read_bw[level] + write[level] / write_bw[level] for level in range(4))
+    points = math.prod(trips for _, trips in loops)
+    if nest.library:
+        flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * (tile[0] if tile else 1)
+        compute = flops / numbers.gemm_flops_per_cycle * max(1, parallel_threads)
+    else:
+        vectors = points / nest.lanes if nest.lanes > 1 else points
+        ops = nest.ops
+        compute = vectors * (ops.arithmetic / ARITHMETIC_PER_CYCLE + ops.exp * numbers.exp_cycles
+                             + ops.log * numbers.log_cycles + ops.divide * numbers.divide_cycles)
+        compute += gathered * (TRANSPOSE_CYCLES if nest.transposed else GATHER_CYCLES)
+        if nest.fold_axes:
+            register_loops = 2 if nest.block_axis else 1
+            steps = math.prod(trips for _, trips in loops[: count - register_loops])
+            compute = max(compute, steps * FOLD_LATENCY)  # each step waits on its chains' last add
+    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
+    items = math.prod(trips for _, trips in loops[count - inner_count: count - inner_count + outer])
+    if nest.vector_axis in nest.output_axes:
+        blocks = loops[count - inner_count + outer][1]
+        items *= -(-blocks // nest.blocks_per_item) if nest.blocks_per_item else 1
+    overhead = NEST_CYCLES * (tile[0] if tile else 1) + ITEM_CYCLES * items * (tile[0] if tile else 1)
+    share = max(1, parallel_threads)
+    return compute / share, data, overhead / share, read, write
+
+
+def price_function(
+    facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int] | None = None,
+    parallel_tiles: bool = True,
+) -> Price:
+    """The price of a lowered function: unfused (one nest per member, each with its own
+    parallel loop) or fused (every nest inside the tile loop, tiles of ``sizes`` along the
+    carried anchor axes; an anchor axis not in ``sizes`` is one whole tile)."""
+    if facts.fused:
+        return _price_fused(facts, numbers, homes, sizes or {}, parallel_tiles)
+    compute = data = overhead = cycles = 0.0
+    read_total, write_total = [0.0] * 4, [0.0] * 4
+    for nest in facts.nests:
+        run_threads = numbers.threads if nest.parallel else 1
+        c, d, o, r, w = price_nest(nest, dict(nest.extents).__getitem__, numbers, homes, run_threads)
+        o += numbers.parallel_region_cycles if run_threads > 1 else 0.0
+        compute, data, overhead, cycles = compute + c, data + d, overhead + o, cycles + max(c, d) + o
+        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
+        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
+    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
+    return Price(cycles, compute, data, overhead, served, 0, "unfused")
+
+
+def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int],
+                 parallel_tiles: bool) -> Price:
+    carried: dict[str, dict[str, str]] = {}
+    for member, axis, anchor in facts.carried:
+        carried.setdefault(member, {})[axis] = anchor
+    anchor_extents: dict[str, int] = {}
+    for nest in facts.nests:
+        for axis, anchor in carried.get(nest.member, {}).items():
+            anchor_extents.setdefault(anchor, nest.extent(axis))
+    tile_of = {anchor: max(1, min(sizes.get(anchor, extent), extent)) for anchor, extent in anchor_extents.items()}
+    tile_count = math.prod(-(-anchor_extents[a] // tile_of[a]) for a in anchor_extents) if anchor_extents else 1
+    tile_points = math.prod(tile_of.values()) if tile_of else 1
+    threads = numbers.threads if parallel_tiles and tile_count >= 2 else 1
+    # the tile's working set: every buffer's footprint inside one tile, counted once
+    footprint: dict[str, float] = {}
+    extents_of = []
+    for nest in facts.nests:
+        own = carried.get(nest.member, {})
+        extents = {axis: (tile_of[own[axis]] if axis in own else extent) for axis, extent in nest.extents}
+        extents_of.append((nest, extents, frozenset(own)))
+        for access in nest.accesses:
+            size = access.itemsize * math.prod(extents[a] for a in access.axes if a in extents)
+            footprint[access.buffer] = max(footprint.get(access.buffer, 0.0), size)
+    tile_bytes = sum(footprint.values())
+    # a buffer touched by an earlier nest of the same tile is served where the tile's working set fits
+    tile_home = next((level for level, capacity in enumerate(numbers.capacities) if tile_bytes <= capacity), 3)
+    seen: set[str] = set()
+    compute = data = overhead = 0.0
+    read_total, write_total = [0.0] * 4, [0.0] * 4
+    busy = 0.0
+    for nest, extents, tiled in extents_of:
+        local_homes = dict(homes)
+        for access in nest.accesses:
+            if access.scratch or access.buffer in seen:
+                local_homes[access.buffer] = min(local_homes.get(access.buffer, 3), tile_home) if access.buffer in seen \
+                    else tile_home
+        c, d, o, r, w = price_nest(nest, extents.__getitem__, numbers, local_homes, threads,
+                                   (tile_count, tiled, tile_bytes))
+        seen.update(access.buffer for access in nest.accesses)
+        compute, data, overhead = compute + c, data + d, overhead + o
+        busy += max(c, d)
+        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
+        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
+    overhead += TILE_CYCLES * tile_count / threads + (numbers.parallel_region_cycles if threads > 1 else 0.0)
+    scratch = int(facts.scratch_bytes * tile_points / facts.scratch_points) * threads
+    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
+    tiling = ", ".join(f"{axis}:{size}" for axis, size in tile_of.items() if size < anchor_extents[axis]) or "one tile"
+    return Price(busy + overhead, compute, data, overhead, served, scratch,
+                 f"{'one pass' if facts.one_pass else 'fused'} tiles {tiling} ({tile_count} tiles)")
