@@ -192,33 +192,39 @@ def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], co
     )
 
 
-def _pass_nests(nest, scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
-    """The one-pass form (``weft.lower.online.OnlinePass``): its streamed member nests, then the
-    reference fold and every dependent fold as one nest over the rows x pass axis, whose
-    dissolved and streamed operands live in block scratch (L1)."""
-    result = [nest_facts(streamed, scratch_pointers | {v.pointer for v in streamed.views
-                                                        if v.buffer in nest.online.members}, contract)
-              for streamed in nest.streamed_nests]
-    inside = set(nest.online.members)
-    for kernel in (nest.reference, *(dependent.kernel for dependent in nest.dependents)):
-        views = nest.local_views
-        pointers = scratch_pointers | {views[name].pointer for name in inside if name in views}
-        lanes = nest.lanes
-        fake = MemberNest(
-            kernel=kernel, ranges=(), outer_axes=(), vector_axis=None, lanes=lanes, block_axis=None, block_rows=1,
-            block_vectors=1, views=tuple(views[name] for name in (kernel.output, *kernel.reads) if name in views),
-            parallel=False, fold_lanes=bool(kernel.fold) and nest.fold_lanes, fold_accumulators=4,
-        )
-        if not kernel.fold or not nest.fold_lanes:
-            fake = MemberNest(
-                kernel=kernel, ranges=(), outer_axes=(), vector_axis=kernel.axes[-1].name if kernel.axes else None,
-                lanes=lanes, block_axis=None, block_rows=min(8, nest.row_count), block_vectors=1,
-                views=fake.views, parallel=False,
-            )
-        try:
-            result.append(nest_facts(fake, frozenset(pointers), contract))
-        except KeyError:  # a view the pass keeps private to itself: priced as scratch
-            continue
+def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
+    """The one-pass form (``weft.lower.online.OnlinePass``): its streamed member nests (their
+    blocks in scratch), then the reference fold and each dependent fold as a nest over the
+    tile's rows x the pass axis. A dependent with an axis of its own (attention's output
+    columns) keeps lanes along it and a group of rows in registers (each row of the shared
+    operand loaded once per group); the others fold lanes along the pass axis. The dissolved
+    members (the exp of the scores) are computed inline: one exp per point of the pass."""
+    from dataclasses import replace
+
+    rows = {axis for axis, _, _, _ in nest.rows}
+    result = [nest_facts(streamed, scratch_pointers, contract) for streamed in nest.streamed_nests]
+    kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
+    views = nest.local_views
+    for position, kernel in enumerate(kernels):
+        own = [axis.name for axis in kernel.axes if axis.name not in rows]
+        touched = tuple(views[name] for name in (kernel.output, *kernel.reads) if name in views)
+        if len(touched) != 1 + len(kernel.reads):
+            continue  # a buffer the pass keeps to itself: nothing to read
+        if own:
+            group_axis = next((axis.name for axis in reversed(kernel.axes) if axis.name in rows), None)
+            fake = MemberNest(kernel=kernel, ranges=(), outer_axes=(), vector_axis=own[-1], lanes=nest.lanes,
+                              block_axis=group_axis, block_rows=min(8, nest.row_count), block_vectors=1,
+                              views=touched, parallel=False)
+        else:
+            fake = MemberNest(kernel=kernel, ranges=(), outer_axes=(), vector_axis=None, lanes=nest.lanes,
+                              block_axis=None, block_rows=1, block_vectors=1, views=touched, parallel=False,
+                              fold_lanes=kernel.fold is not None, fold_accumulators=4)
+        facts = nest_facts(fake, scratch_pointers, contract)
+        accesses = tuple(replace(a, scratch=a.scratch or a.buffer in private) for a in facts.accesses)
+        ops = facts.ops
+        if position == 0 and nest.online.dissolved:
+            ops = replace(ops, exp=ops.exp + 1.0, arithmetic=ops.arithmetic + 2.0)
+        result.append(replace(facts, accesses=accesses, ops=ops))
     return result
 
 
@@ -233,7 +239,7 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
             nests.append(nest_facts(nest, pointers, contract))
         elif hasattr(nest, "streamed_nests") and hasattr(nest, "reference"):
             one_pass = True
-            nests.extend(_pass_nests(nest, pointers, contract))
+            nests.extend(_pass_nests(nest, frozenset(function.private), pointers, contract))
         else:  # an unknown nest kind: nothing to read, so nothing priced (reported by the caller)
             raise TypeError(f"the cost model cannot read a {type(nest).__name__}")
     return FunctionFacts(
@@ -260,15 +266,15 @@ def tile_sizes_of(function: LoweredFunction, carried: tuple[tuple[str, str, str]
     carried_by = {(member, axis): anchor for member, axis, anchor in carried}
     sizes: dict[str, int] = {}
     for nest in function.nests:
-        ranges = getattr(nest, "ranges", ())
-        kernel = getattr(nest, "kernel", None)
-        if kernel is None:
+        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one pass: (axis, variable, start, stop)
+            owner, spans = nest.reference.output, [(axis, stop) for axis, _, _, stop in nest.rows]
+        elif hasattr(nest, "ranges") and hasattr(nest, "kernel"):
+            owner, spans = nest.kernel.output, [(r.axis, r.stop) for r in nest.ranges]
+        else:
             continue
-        for axis_range in ranges:
-            anchor = carried_by.get((kernel.output, axis_range.axis))
-            match = _TILE_STOP.match(axis_range.stop) if anchor else None
+        for axis, stop in spans:
+            anchor = carried_by.get((owner, axis))
+            match = _TILE_STOP.match(stop) if anchor else None
             if match:
                 sizes.setdefault(anchor, int(match.group(2) or match.group(4)))
-            elif anchor and axis_range.start != "0" and "wf_tile" in axis_range.start:
-                sizes.setdefault(anchor, 1)
     return sizes

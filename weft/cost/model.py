@@ -153,58 +153,62 @@ def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
     return loops
 
 
-def _footprints(nest: NestFacts, loops: list[tuple[str, int]], line: int, tiled: frozenset[str]):
-    """Per access, bytes touched by loops k.. for every k (suffix footprints), and the
-    loops' body footprints W[k] (every access of the nest over loops k+1..)."""
-    count = len(loops)
-    table = []
+@dataclass(frozen=True, slots=True)
+class _AccessShape:
+    """One access against a nest's loops (the tile loop first): which loops move it, which
+    carries its unit stride, which its register block hoists it out of."""
+
+    buffer: str
+    itemsize: int
+    moves: tuple[bool, ...]
+    unit: tuple[bool, ...]
+    counted: tuple[bool, ...]  # loops whose trips multiply the core's loads/stores of it
+    scratch: bool
+    store: bool
+    gather: bool
+    has_unit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _NestShape:
+    axes: tuple[str, ...]
+    accesses: tuple[_AccessShape, ...]
+    register_from: int
+    outer: int  # loops (after the tile loop) that enumerate work items
+    vector_blocks: int  # position of the vector-block loop (-1: none)
+
+
+_SHAPES: dict[tuple[int, frozenset[str]], tuple[NestFacts, _NestShape]] = {}
+
+
+def _shape(nest: NestFacts, tiled: frozenset[str]) -> _NestShape:
+    """The loop structure of ``nest`` (independent of extents), derived once and memoised."""
+    key = (id(nest), tiled)
+    found = _SHAPES.get(key)
+    if found is not None and found[0] is nest:
+        return found[1]
+    axes = [TILE] + [axis for axis, _ in nest_loops(nest, lambda _axis: 1)]
+    count = len(axes)
+    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
+    fold = frozenset(nest.fold_axes)
+    shapes = []
     for access in nest.accesses:
-        axes = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
-        elements, run = 1, 1
-        suffix = [0.0] * (count + 1)
-        suffix[count] = access.itemsize
-        for k in range(count - 1, -1, -1):
-            axis, trips = loops[k]
-            if axis in axes:
-                elements *= trips
-                if axis == access.unit_axis:
-                    run *= trips
-            if run > 1:
-                runs = elements / run
-                suffix[k] = runs * (-(-run * access.itemsize // line) * line)
-            else:
-                suffix[k] = elements * (line if elements > 1 and access.unit_axis is not None else access.itemsize)
-        table.append((access, axes, suffix))
-    return table
-
-
-def _traffic(suffix: list[float], loops: list[tuple[str, int]], body: list[float], capacity: float) -> float:
-    """Bytes of one access through a cache of ``capacity``: the layer condition."""
-    outside = 1.0
-    for k, (_, trips) in enumerate(loops):
-        if body[k] <= capacity:
-            return outside * suffix[k]
-        outside *= trips
-    return outside * suffix[len(loops)]
-
-
-def _register_bytes(access, axes, loops: list[tuple[str, int]], fold_axes: frozenset[str],
-                    register_from: int) -> tuple[float, float]:
-    """(bytes the core moves for ``access``, elements it gathers): a value is kept in a register
-    across the loops of the register block (from ``register_from`` on) and the trailing loops
-    it does not move with; a fold's store waits for the whole fold."""
-    last = -1
-    for k, (axis, _) in enumerate(loops):
-        if axis in axes:
-            last = k
-    count = 1.0
-    for k, (axis, trips) in enumerate(loops[: last + 1]):
-        if access.store and axis in fold_axes:
-            continue
-        if k >= register_from and axis not in axes:
-            continue
-        count *= trips
-    return count * access.itemsize, (count if access.gather else 0.0)
+        moving = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
+        moves = tuple(axis in moving for axis in axes)
+        last = max((k for k in range(count) if moves[k]), default=-1)
+        counted = tuple(
+            k <= last and not (access.store and axes[k] in fold) and not (k >= register_from and not moves[k])
+            for k in range(count)
+        )
+        shapes.append(_AccessShape(access.buffer, access.itemsize, moves, tuple(axis == access.unit_axis for axis in axes),
+                                   counted, access.scratch, access.store, access.gather, access.unit_axis is not None))
+    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
+    vector_blocks = 1 + outer if nest.vector_axis in nest.output_axes else -1
+    shape = _NestShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks)
+    if len(_SHAPES) > 4096:
+        _SHAPES.clear()
+    _SHAPES[key] = (nest, shape)
+    return shape
 
 
 def price_nest(
@@ -216,45 +220,76 @@ def price_nest(
     ``tile`` is (tile count, carried member axes, the tile's working set in bytes) for a
     nest inside a fused region's tile loop; ``homes`` the level (0 L1 .. 3 memory) whose
     copy serves each buffer's compulsory bytes."""
-    loops = nest_loops(nest, extent)
-    inner_count = len(loops)
-    tiled: frozenset[str] = frozenset()
-    if tile is not None:
-        tile_count, tiled, tile_bytes = tile
-        loops = [(TILE, tile_count), *loops]
-    table = _footprints(nest, loops, numbers.line, tiled)
-    count = len(loops)
+    tile_count, tiled, tile_bytes = tile if tile is not None else (1, frozenset(), 0.0)
+    shape = _shape(nest, tiled)
+    trips = [tile_count] + [t for _, t in nest_loops(nest, extent)]
+    count = len(trips)
+    line = numbers.line
+    # suffix footprints per access (bytes touched by loops k..), inner to outer
+    suffixes = []
+    for access in shape.accesses:
+        elements = run = 1
+        suffix = [0.0] * (count + 1)
+        suffix[count] = access.itemsize
+        moves, unit, size = access.moves, access.unit, access.itemsize
+        for k in range(count - 1, -1, -1):
+            if moves[k]:
+                elements *= trips[k]
+                if unit[k]:
+                    run *= trips[k]
+            if run > 1:
+                suffix[k] = elements / run * (-(-run * size // line) * line)
+            else:
+                suffix[k] = elements * (line if elements > 1 and access.has_unit else size)
+        suffixes.append(suffix)
     body = [0.0] * (count + 1)
-    for k in range(count):
-        body[k] = sum(suffix[k + 1] for _, _, suffix in table)
+    for suffix in suffixes:
+        for k in range(count):
+            body[k] += suffix[k + 1]
     if tile is not None:
         body[0] = max(body[0], tile_bytes)
+    # the layer condition per level: the outermost loop whose body fits, and the trips outside it
+    splits = []
+    for capacity in numbers.capacities:
+        outside = 1.0
+        split = count
+        for k in range(count):
+            if body[k] <= capacity:
+                split = k
+                break
+            outside *= trips[k]
+        splits.append((split, outside))
     read = [0.0, 0.0, 0.0, 0.0]
     write = [0.0, 0.0, 0.0, 0.0]
     gathered = 0.0
-    fold_axes = frozenset(nest.fold_axes)
-    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
-    for access, axes, suffix in table:
-        core, gathers = _register_bytes(access, axes, loops, fold_axes, register_from)
-        gathered += gathers
+    for access, suffix in zip(shape.accesses, suffixes, strict=True):
+        core = float(access.itemsize)
+        for k in range(count):
+            if access.counted[k]:
+                core *= trips[k]
+        if access.gather:
+            gathered += core / access.itemsize
         compulsory = suffix[0]
         home = homes.get(access.buffer, 3)
-        beyond = [core]
-        for level, capacity in enumerate(numbers.capacities):
-            moved = _traffic(suffix, loops, body, capacity)
-            if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
-                moved = max(0.0, moved - compulsory)
-            beyond.append(min(moved, beyond[-1]))
+        previous = core
         target = write if access.store else read
-        for level in range(4):
-            target[level] += max(0.0, beyond[level] - beyond[level + 1]) if level < 3 else beyond[3]
+        for level in range(3):
+            split, outside = splits[level]
+            moved = outside * suffix[split]
+            if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
+                moved = moved - compulsory if moved > compulsory else 0.0
+            moved = moved if moved < previous else previous
+            target[level] += previous - moved
+            previous = moved
+        target[3] += previous
     serial = parallel_threads <= 1
     read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
     write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
-    data = sum(read[level] / read_bw[level] + write[level] / write_bw[level] for level in range(4))
-    points = math.prod(trips for _, trips in loops)
+    data = (read[0] / read_bw[0] + read[1] / read_bw[1] + read[2] / read_bw[2] + read[3] / read_bw[3]
+            + write[0] / write_bw[0] + write[1] / write_bw[1] + write[2] / write_bw[2] + write[3] / write_bw[3])
+    points = math.prod(trips)
     if nest.library:
-        flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * (tile[0] if tile else 1)
+        flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * tile_count
         compute = flops / numbers.gemm_flops_per_cycle * max(1, parallel_threads)
     else:
         vectors = points / nest.lanes if nest.lanes > 1 else points
@@ -263,15 +298,12 @@ def price_nest(
                              + ops.log * numbers.log_cycles + ops.divide * numbers.divide_cycles)
         compute += gathered * (TRANSPOSE_CYCLES if nest.transposed else GATHER_CYCLES)
         if nest.fold_axes:
-            register_loops = 2 if nest.block_axis else 1
-            steps = math.prod(trips for _, trips in loops[: count - register_loops])
-            compute = max(compute, steps * FOLD_LATENCY)  # each step waits on its chains' last add
-    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
-    items = math.prod(trips for _, trips in loops[count - inner_count: count - inner_count + outer])
-    if nest.vector_axis in nest.output_axes:
-        blocks = loops[count - inner_count + outer][1]
+            compute = max(compute, math.prod(trips[: shape.register_from]) * FOLD_LATENCY)  # chains wait on their adds
+    items = math.prod(trips[1: 1 + shape.outer])
+    if shape.vector_blocks > 0:
+        blocks = trips[shape.vector_blocks]
         items *= -(-blocks // nest.blocks_per_item) if nest.blocks_per_item else 1
-    overhead = NEST_CYCLES * (tile[0] if tile else 1) + ITEM_CYCLES * items * (tile[0] if tile else 1)
+    overhead = (NEST_CYCLES + ITEM_CYCLES * items) * tile_count
     share = max(1, parallel_threads)
     return compute / share, data, overhead / share, read, write
 
