@@ -42,15 +42,47 @@ class PricedDecision:
         return sum(1 for _, verdict in self.verdicts if verdict.status == "budget")
 
 
-def survey_candidates(plan: Plan) -> list[Region]:
+class _ReadersOnce(Plan):
+    """The same plan, its ``readers()`` computed once: ``grow`` asks for them at every
+    anchor, and on a 650-member plan that walk is most of the policy's time."""
+
+    def readers(self) -> dict[str, tuple[str, ...]]:
+        found = self.__dict__.get("_readers")
+        if found is None:
+            found = Plan.readers(self)
+            self.__dict__["_readers"] = found
+        return found
+
+
+def _readers_once(plan: Plan) -> Plan:
+    return _ReadersOnce(plan.buffers, plan.kernels, plan.inputs, plan.outputs, plan.name)
+
+
+class _Growths:
+    """``grow`` memoised by (anchor, members still available): the survey and the decisions
+    usually see the same availability, and growing is the costly part on a large plan."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = _readers_once(plan)
+        self.found: dict[tuple[str, frozenset[str]], Growth] = {}
+
+    def __call__(self, anchor: str, available: frozenset[str]) -> Growth:
+        key = (anchor, available)
+        if key not in self.found:
+            self.found[key] = grow(self.plan, anchor, available)
+        return self.found[key]
+
+
+def survey_candidates(plan: Plan, growths: _Growths | None = None) -> list[Region]:
     """Every fused candidate a first pass of growth sees (each anchor with what greedy would
     leave available): what the pricing phase prices, in order of expected gain."""
+    growths = growths or _Growths(plan)
     uncovered = {kernel.output for kernel in plan.kernels}
     found: list[Region] = []
     for kernel in reversed(plan.kernels):
         if kernel.output not in uncovered:
             continue
-        growth = grow(plan, kernel.output, frozenset(uncovered))
+        growth = growths(kernel.output, frozenset(uncovered))
         found.extend(region for region in growth.candidates if region.is_fused)
         uncovered -= set(growth.largest.members)
     return found
@@ -58,7 +90,8 @@ def survey_candidates(plan: Plan) -> list[Region]:
 
 def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[list[Region], list[Growth], list[PricedDecision]]:
     """(chosen regions in anchor order of discovery, growths, decisions) under prices."""
-    pricing.survey(survey_candidates(plan))
+    memo = _Growths(plan)
+    pricing.survey(survey_candidates(plan, memo))
     uncovered = {kernel.output for kernel in plan.kernels}
     chosen: list[Region] = []
     growths: list[Growth] = []
@@ -66,7 +99,7 @@ def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[l
     for kernel in reversed(plan.kernels):
         if kernel.output not in uncovered:
             continue
-        growth = grow(plan, kernel.output, frozenset(uncovered))
+        growth = memo(kernel.output, frozenset(uncovered))
         growths.append(growth)
         region = growth.candidates[0]
         verdicts = []

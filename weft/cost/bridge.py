@@ -64,8 +64,8 @@ class PlanPricing:
 
     def signature(self, region: Region) -> str:
         key = region.members
-        if key not in self.signatures:
-            self.signatures[key] = region_signature(self.plan, region, self.pricer.contract)
+        if key not in self.signatures:  # on the region's own sub-plan: the same digest, without the whole plan
+            self.signatures[key] = region_signature(self.subplan(region), region, self.pricer.contract)
         return self.signatures[key]
 
     def subplan(self, region: Region) -> Plan:
@@ -156,6 +156,7 @@ class PlanPricing:
         """Price every distinct signature among ``regions`` in order of expected gain
         (upper bound of the saving x occurrences) until the budget is spent."""
         start = time.perf_counter()
+        self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
         by_signature: dict[str, Region] = {}
         for region in regions:
             if not region.is_fused:
@@ -172,11 +173,15 @@ class PlanPricing:
         except BudgetExhausted:
             pass
         gains.sort(key=lambda item: -item[0])
+        estimated = {signature for _, signature, _ in gains}
         for gain, signature, region in gains:
             verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
             self.report.order.append((signature, gain))
             if verdict.status == "budget":
                 break
+        priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
+        self.report.unpriced = [signature for signature in by_signature if signature not in priced]
+        del estimated
         self.report.seconds += time.perf_counter() - start
         self._account()
 
