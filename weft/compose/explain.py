@@ -279,7 +279,7 @@ def format_pricing_summary(partition: Partition) -> str:
     unpriced = sum(decision.unpriced for decision in partition.decisions)
     if report is None:
         return f"pricing: {unpriced} candidate(s) unpriced"
-    text = (f"pricing: {report.signatures} signature(s), {report.priced} priced in {report.seconds * 1e3:.0f} ms"
+    text = (f"pricing: {report.signatures} signature(s) surveyed, {report.priced} priced in {report.seconds * 1e3:.0f} ms"
             f" of a {report.budget_s * 1e3:.0f} ms share")
     if unpriced or report.unpriced:
         text += (f"; {unpriced} candidate(s) ({len(report.unpriced)} signature(s)) left unpriced: the budget ran"

@@ -144,6 +144,7 @@ class PlanPricing:
                 facts = function_facts(function, self.pricer.contract, carried, points)
                 tilings = [tiling_key(default)]
                 for tiling in lowering.tilings(sub, region):
+                    self.budget.check()
                     key = tiling_key(tiling)
                     if key not in tilings:
                         tilings.append(key)
@@ -158,20 +159,21 @@ class PlanPricing:
         start = time.perf_counter()
         self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
         by_signature: dict[str, Region] = {}
-        for region in regions:
-            if not region.is_fused:
-                continue
-            signature = self.signature(region)
-            self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
-            by_signature.setdefault(signature, region)
-        self.report.signatures = len(by_signature)
         gains = []
         try:
+            for region in regions:
+                if not region.is_fused:
+                    continue
+                self.budget.check()
+                signature = self.signature(region)
+                self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
+                by_signature.setdefault(signature, region)
             for signature, region in by_signature.items():
                 unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
                 gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
         except BudgetExhausted:
             pass
+        self.report.signatures = len(by_signature)
         gains.sort(key=lambda item: -item[0])
         estimated = {signature for _, signature, _ in gains}
         for gain, signature, region in gains:
@@ -186,15 +188,16 @@ class PlanPricing:
         self._account()
 
     def verdict(self, region: Region) -> RegionPrice:
-        """The memoised verdict of ``region`` (priced now if the budget allows)."""
-        lowering = self.region_lowering(region) if not self._spent() else None
-        if lowering is None:
-            return RegionPrice(self.signature(region), "budget", reason=f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
-        known = self.pricer.known(lowering)
-        if known is not None:
-            return known
+        """The memoised verdict of ``region`` (priced now if the budget allows; once it is
+        spent, nothing more is computed: not even a signature)."""
         start = time.perf_counter()
-        verdict = self.pricer.price_region(lowering, self.budget)
+        try:
+            if self._spent():
+                raise BudgetExhausted(f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
+            lowering = self.region_lowering(region)
+            verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
+        except BudgetExhausted as error:
+            verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
         self.report.seconds += time.perf_counter() - start
         self._account()
         return verdict
@@ -204,7 +207,7 @@ class PlanPricing:
 
     def _account(self) -> None:
         self.report.overrun_s = max(self.report.overrun_s, -self.budget.left())
-        self.report.priced = len(self.pricer.verdicts)
+        self.report.priced = len({verdict.signature for verdict in self.pricer.verdicts.values()})
 
 
 def tiling_key(tiling) -> tuple[tuple[str, int], ...]:

@@ -48,7 +48,8 @@ GATHER_CYCLES = 0.5  # per element assembled lane by lane
 TRANSPOSE_CYCLES = 0.125  # per element of a lanes x lanes tile transposed in registers
 NEST_CYCLES = 60.0  # entering a nest (loop setup, the function call in the runner)
 ITEM_CYCLES = 12.0  # decoding one work item
-TILE_CYCLES = 40.0  # one tile of a fused region (range set-up, scratch pointers)
+TILE_CYCLES = 20.0  # one tile of a fused region (range set-up, scratch pointers)
+NEST_IN_TILE_CYCLES = 10.0  # entering a member's nest inside a tile (no call: loop set-up only)
 ARITHMETIC_PER_CYCLE = 2.0  # vector add/mul/max per cycle (the FMA ports)
 TILE = "<tile>"
 
@@ -303,7 +304,7 @@ def price_nest(
     if shape.vector_blocks > 0:
         blocks = trips[shape.vector_blocks]
         items *= -(-blocks // nest.blocks_per_item) if nest.blocks_per_item else 1
-    overhead = (NEST_CYCLES + ITEM_CYCLES * items) * tile_count
+    overhead = ((NEST_IN_TILE_CYCLES if tile is not None else NEST_CYCLES) + ITEM_CYCLES * items) * tile_count
     share = max(1, parallel_threads)
     return compute / share, data, overhead / share, read, write
 

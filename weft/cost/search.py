@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from weft.cost.facts import FunctionFacts
-from weft.cost.model import ARITHMETIC_PER_CYCLE, NEST_CYCLES, MachineNumbers, Price, price_function
+from weft.cost.model import ARITHMETIC_PER_CYCLE, MachineNumbers, Price, price_function
 
 DEFAULT_MARGIN = 0.05
 """A fused form must be predicted at least this much cheaper than its members unfused."""
@@ -37,19 +37,29 @@ class BudgetExhausted(Exception):
 
 @dataclass
 class Budget:
-    """A hard deadline (``time.perf_counter`` seconds); ``check`` raises past it."""
+    """A hard deadline (``time.perf_counter`` seconds). ``check`` raises once the time left is
+    less than the longest step seen recently (the time between two checks), so the phase
+    stops *before* a step that would overrun it, not after."""
 
     seconds: float
     start: float = field(default_factory=time.perf_counter)
     checks: int = 0
+    last: float = 0.0
+    steps: list = field(default_factory=list)
 
     @property
     def deadline(self) -> float:
         return self.start + self.seconds
 
     def check(self) -> None:
+        now = time.perf_counter()
+        if self.checks:
+            self.steps.append(now - self.last)
+            del self.steps[:-8]
         self.checks += 1
-        if time.perf_counter() > self.deadline:
+        self.last = now
+        step = max(self.steps) if self.steps else 0.0
+        if now + step > self.deadline:
             raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent")
 
     def left(self) -> float:
@@ -147,8 +157,10 @@ def lower_bound(lowering: RegionLowering, unfused: tuple[FunctionFacts, ...], nu
             for _, extent in nest.extents:
                 points *= extent
             operations += points / max(1, numbers.lanes) * nest.ops.arithmetic / ARITHMETIC_PER_CYCLE
+    from weft.cost.model import NEST_IN_TILE_CYCLES
+
     members = sum(len(facts.nests) for facts in unfused)
-    return max(data, operations / threads) + NEST_CYCLES * members / threads
+    return max(data, operations / threads) + NEST_IN_TILE_CYCLES * members / threads
 
 
 class Pricer:
@@ -238,7 +250,7 @@ class Pricer:
 
 def _tiling_floor(form: FusedForm, tiling, numbers: MachineNumbers) -> float:
     """A cheap floor of one tiling: its tiles' fixed costs (more, smaller tiles cost more)."""
-    from weft.cost.model import TILE_CYCLES
+    from weft.cost.model import NEST_IN_TILE_CYCLES, TILE_CYCLES
 
     extents: dict[str, int] = {}
     for nest in form.facts.nests:
@@ -249,7 +261,7 @@ def _tiling_floor(form: FusedForm, tiling, numbers: MachineNumbers) -> float:
     tiles = 1
     for anchor, extent in extents.items():
         tiles *= -(-extent // max(1, sizes.get(anchor, extent)))
-    return (TILE_CYCLES + NEST_CYCLES * len(form.facts.nests)) * tiles / numbers.threads
+    return (TILE_CYCLES + NEST_IN_TILE_CYCLES * len(form.facts.nests)) * tiles / numbers.threads
 
 
 def _with_seconds(verdict: RegionPrice, seconds: float) -> RegionPrice:
