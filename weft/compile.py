@@ -60,16 +60,19 @@ class _PricingLowering:
     def tilings(self, plan: Plan, region):
         """Every tiling ``lower_region`` can emit: each common anchor axis (extent > 1) as the
         primary, each tile size ``choose_tiling`` tries, within the scratch budget and with no
-        starved contraction."""
+        starved contraction. Scratch grows linearly with the primary tile (every private
+        member is tiled along it), so it is measured once per primary axis at a tile of one."""
         fused, lanes = self.fused, self.target.lanes
         extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
         common = [name for name, _ in region.tile_maps] if region.tile_maps else [region.tile_axis]
+        contraction = any(plan.kernel(member).is_contraction for member in region.members)
         for primary in (name for name in extents if name in common and extents[name] > 1):
+            per_point = fused.shared_scratch_bytes(plan, region, fused.region_tiling(plan, region, 1, primary))
             for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
-                tiling = fused.region_tiling(plan, region, size, primary)
-                if fused.shared_scratch_bytes(plan, region, tiling) > fused.SCRATCH_BUDGET:
+                if per_point * min(size, extents[primary]) > fused.SCRATCH_BUDGET:
                     continue
-                if fused.starved_contraction(plan, region, tiling, lanes) is None:
+                tiling = fused.region_tiling(plan, region, size, primary)
+                if not contraction or fused.starved_contraction(plan, region, tiling, lanes) is None:
                     yield tiling
 
     def lower_fused(self, plan: Plan, region, views, tiling):
