@@ -8,7 +8,7 @@ from weft.config import config_from_env
 from weft.lower import Target
 from weft.workloads import get_workload
 
-NOISE_S = 0.03  # a shared machine: one pricing step can take this long while another process runs
+NOISE_S = 0.08  # a shared machine (load 10 on 2 cores seen): one step can take this long in wall time
 
 
 @pytest.mark.parametrize("share_s", [0.01, 0.1])
@@ -20,6 +20,7 @@ def test_pricing_phase_ends_within_its_share(share_s, tmp_path):
     report = pricing.report
     assert report.budget_s == pytest.approx(share_s)
     assert report.seconds <= share_s * 1.05 + NOISE_S
+    assert report.overrun_s == pytest.approx(max(0.0, report.seconds - share_s))
     # what the budget left unpriced stayed unfused, and explain says so
     unpriced = [verdict for decision in partition.decisions for _, verdict in decision.verdicts
                 if verdict.status == "budget"]

@@ -35,7 +35,7 @@ class PricingReport:
     priced: int = 0
     unpriced: list[str] = field(default_factory=list)  # signatures the budget left unpriced
     order: list[tuple[str, float]] = field(default_factory=list)  # (signature, expected gain), as priced
-    overrun_s: float = 0.0
+    overrun_s: float = 0.0  # how far the phase ran past its share (0: on time)
 
 
 class PlanPricing:
@@ -206,7 +206,7 @@ class PlanPricing:
         return self.budget.left() <= 0
 
     def _account(self) -> None:
-        self.report.overrun_s = max(self.report.overrun_s, -self.budget.left())
+        self.report.overrun_s = max(0.0, self.report.seconds - self.report.budget_s)
         self.report.priced = len({verdict.signature for verdict in self.pricer.verdicts.values()})
 
 

@@ -74,7 +74,8 @@ class NestFacts:
     library: bool = False  # a BLAS call: compute at the measured GEMM rate
     fused_fma: bool = False
     blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
-    transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers  # Inference: a contraction's multiply-add is one operation
+    transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers
+    shape: object | None = None  # its LoopShape, set by ``function_facts``  # Inference: a contraction's multiply-add is one operation
 
     def extent(self, axis: str) -> int:
         return dict(self.extents)[axis]
@@ -228,6 +229,84 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
     return result
 
 
+TILE = "<tile>"
+
+
+def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
+    """(axis, trips) outermost first; ``extent(axis)`` gives the points of an axis in one tile."""
+    vector, block = nest.vector_axis, nest.block_axis
+    loops = [(axis, extent(axis)) for axis in nest.output_axes if axis not in (vector, block)]
+    if vector is not None and vector in nest.output_axes:
+        loops.append((vector, -(-extent(vector) // nest.span)))
+    if block is not None:
+        loops.append((block, -(-extent(block) // nest.block_rows)))
+    for axis in nest.fold_axes:
+        loops.append((axis, -(-extent(axis) // nest.span) if axis == vector else extent(axis)))
+    if block is not None:
+        loops.append((block, min(nest.block_rows, extent(block))))
+    if vector is not None:
+        loops.append((vector, min(nest.span, extent(vector))))
+    return loops
+
+
+@dataclass(frozen=True, slots=True)
+class AccessShape:
+    """One access against a nest's loops (the tile loop first): which loops move it, which
+    carries its unit stride, which its register block hoists it out of."""
+
+    buffer: str
+    itemsize: int
+    moves: tuple[bool, ...]
+    unit: tuple[bool, ...]
+    counted: tuple[bool, ...]  # loops whose trips multiply the core's loads/stores of it
+    scratch: bool
+    store: bool
+    gather: bool
+    has_unit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LoopShape:
+    axes: tuple[str, ...]
+    accesses: tuple[AccessShape, ...]
+    register_from: int
+    outer: int  # loops (after the tile loop) that enumerate work items
+    vector_blocks: int  # position of the vector-block loop (-1: none)
+    tiled: frozenset[str] = frozenset()
+
+
+def loop_shape(nest: NestFacts, tiled: frozenset[str]) -> LoopShape:
+    """The loop structure of ``nest`` (independent of extents; ``tiled``: its axes the tile loop
+    cuts). ``function_facts`` derives it once per nest, so a price only multiplies trips."""
+    axes = [TILE] + [axis for axis, _ in nest_loops(nest, lambda _axis: 1)]
+    count = len(axes)
+    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
+    fold = frozenset(nest.fold_axes)
+    shapes = []
+    for access in nest.accesses:
+        moving = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
+        moves = tuple(axis in moving for axis in axes)
+        last = max((k for k in range(count) if moves[k]), default=-1)
+        counted = tuple(
+            k <= last and not (access.store and axes[k] in fold) and not (k >= register_from and not moves[k])
+            for k in range(count)
+        )
+        shapes.append(AccessShape(access.buffer, access.itemsize, moves, tuple(axis == access.unit_axis for axis in axes),
+                                   counted, access.scratch, access.store, access.gather, access.unit_axis is not None))
+    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
+    vector_blocks = 1 + outer if nest.vector_axis in nest.output_axes else -1
+    return LoopShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks, tiled)
+
+
+def with_shapes(nests: list[NestFacts], carried: tuple[tuple[str, str, str], ...]) -> tuple[NestFacts, ...]:
+    from dataclasses import replace
+
+    return tuple(
+        replace(nest, shape=loop_shape(nest, frozenset(axis for member, axis, _ in carried if member == nest.member)))
+        for nest in nests
+    )
+
+
 def function_facts(function: LoweredFunction, contract: str, carried: tuple[tuple[str, str, str], ...] = (),
                    scratch_points: int = 1) -> FunctionFacts:
     """The facts of a lowered function (unfused members, or a fused region's tiled function)."""
@@ -245,7 +324,7 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
     return FunctionFacts(
         name=function.name,
         members=function.members,
-        nests=tuple(nests),
+        nests=with_shapes(nests, carried if function.tile_loop is not None else ()),
         fused=function.tile_loop is not None,
         carried=carried,
         scratch_bytes=sum(s.elements * s.dtype.itemsize for s in function.scratch),

@@ -36,7 +36,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from weft.cost.facts import FunctionFacts, NestFacts
+from weft.cost.facts import FunctionFacts, NestFacts, loop_shape, nest_loops
 from weft.cost.machine import LEVELS, MachineProfile
 
 CACHE_SHARE = (0.75, 0.75, 0.6)
@@ -54,7 +54,6 @@ ITEM_IN_TILE_CYCLES = 2.0  # a work item of a nest inside a tile: one iteration 
 # (measured: Adam's three members fused in tiles of 16 floats, 125k tiles, ran no slower than in
 # tiles of 64, so a tile costs a few cycles, not tens)
 ARITHMETIC_PER_CYCLE = 2.0  # vector add/mul/max per cycle (the FMA ports)
-TILE = "<tile>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,81 +139,6 @@ class Price:
 ZERO = Price(0.0, 0.0, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0))
 
 
-def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
-    """(axis, trips) outermost first; ``extent(axis)`` gives the points of an axis in one tile."""
-    vector, block = nest.vector_axis, nest.block_axis
-    loops = [(axis, extent(axis)) for axis in nest.output_axes if axis not in (vector, block)]
-    if vector is not None and vector in nest.output_axes:
-        loops.append((vector, -(-extent(vector) // nest.span)))
-    if block is not None:
-        loops.append((block, -(-extent(block) // nest.block_rows)))
-    for axis in nest.fold_axes:
-        loops.append((axis, -(-extent(axis) // nest.span) if axis == vector else extent(axis)))
-    if block is not None:
-        loops.append((block, min(nest.block_rows, extent(block))))
-    if vector is not None:
-        loops.append((vector, min(nest.span, extent(vector))))
-    return loops
-
-
-@dataclass(frozen=True, slots=True)
-class _AccessShape:
-    """One access against a nest's loops (the tile loop first): which loops move it, which
-    carries its unit stride, which its register block hoists it out of."""
-
-    buffer: str
-    itemsize: int
-    moves: tuple[bool, ...]
-    unit: tuple[bool, ...]
-    counted: tuple[bool, ...]  # loops whose trips multiply the core's loads/stores of it
-    scratch: bool
-    store: bool
-    gather: bool
-    has_unit: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _NestShape:
-    axes: tuple[str, ...]
-    accesses: tuple[_AccessShape, ...]
-    register_from: int
-    outer: int  # loops (after the tile loop) that enumerate work items
-    vector_blocks: int  # position of the vector-block loop (-1: none)
-
-
-_SHAPES: dict[tuple[int, frozenset[str]], tuple[NestFacts, _NestShape]] = {}
-
-
-def _shape(nest: NestFacts, tiled: frozenset[str]) -> _NestShape:
-    """The loop structure of ``nest`` (independent of extents), derived once and memoised."""
-    key = (id(nest), tiled)
-    found = _SHAPES.get(key)
-    if found is not None and found[0] is nest:
-        return found[1]
-    axes = [TILE] + [axis for axis, _ in nest_loops(nest, lambda _axis: 1)]
-    count = len(axes)
-    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
-    fold = frozenset(nest.fold_axes)
-    shapes = []
-    for access in nest.accesses:
-        moving = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
-        moves = tuple(axis in moving for axis in axes)
-        last = max((k for k in range(count) if moves[k]), default=-1)
-        counted = tuple(
-            k <= last and not (access.store and axes[k] in fold) and not (k >= register_from and not moves[k])
-            for k in range(count)
-        )
-        shapes.append(_AccessShape(access.buffer, access.itemsize, moves, tuple(axis == access.unit_axis for axis in axes),
-                                   counted, access.scratch, access.store, access.gather, access.unit_axis is not None))
-    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
-    vector_blocks = 1 + outer if nest.vector_axis in nest.output_axes else -1
-    shape = _NestShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks)
-    if len(_SHAPES) > 4096:
-        _SHAPES.clear()
-    _SHAPES[key] = (nest, shape)
-    return shape
-
-
 def price_nest(
     nest: NestFacts, extent, numbers: MachineNumbers, homes: dict[str, int], parallel_threads: int,
     tile: tuple[int, frozenset[str], float] | None = None,
@@ -225,7 +149,7 @@ def price_nest(
     nest inside a fused region's tile loop; ``homes`` the level (0 L1 .. 3 memory) whose
     copy serves each buffer's compulsory bytes."""
     tile_count, tiled, tile_bytes = tile if tile is not None else (1, frozenset(), 0.0)
-    shape = _shape(nest, tiled)
+    shape = nest.shape if nest.shape is not None and nest.shape.tiled == tiled else loop_shape(nest, tiled)
     trips = [tile_count] + [t for _, t in nest_loops(nest, extent)]
     count = len(trips)
     line = numbers.line
