@@ -92,7 +92,8 @@ def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
     profile = profile or machine_profile(config.cache_dir, cc=config.cc)
     pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
     lowering = _PricingLowering(target, online_lowering_for(config.contract))
-    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE)
+    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
+                       profile.page_bytes)
 
 
 def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):

@@ -120,3 +120,25 @@ def test_unfused_members_pay_for_their_intermediate_at_the_plan_distance():
     assert verdict.unfused.served[3] == pytest.approx(4 * 4.0 * n)
     assert verdict.fused.served[3] == pytest.approx(2 * 4.0 * n)
     assert verdict.pays()
+
+
+def test_memory_term_counts_the_arena_unfused_and_scratch_fused():
+    """Layer norm's private intermediates need arena space unfused, a tile of scratch fused."""
+    from weft.compile import region_pricing
+    from weft.compose import choose_regions
+    from weft.config import config_from_env
+    from weft.cost.search import first_touch_cycles
+    from weft.workloads import get_workload
+
+    plan = get_workload("layernorm").plan(rows=1024, dim=256)
+    config = config_from_env(contract="strict", threads=1, fusion="priced", budget_s=60)
+    pricing = region_pricing(plan, config, Target(16, "strict"), profile=fixed_profile())
+    partition = choose_regions(plan, "priced", "strict", pricing=pricing)
+    verdict = partition.decisions[-1].verdicts[-1][1]
+    region = partition.growths[-1].candidates[-1]
+    arena = sum(plan.buffer(name).nbytes for name in region.private)
+    assert verdict.unfused.memory_bytes == arena
+    assert 0 < verdict.fused.memory_bytes < arena
+    lowering = pricing.region_lowering(region)
+    pages = -(-arena // 4096)
+    assert first_touch_cycles(verdict.unfused, lowering) == pytest.approx(pages * 1e-6 * CLOCK)

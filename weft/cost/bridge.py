@@ -47,8 +47,11 @@ class PlanPricing:
     -> LoweredFunction | None, ``lower_one_pass(plan, region, views)`` -> LoweredFunction | None.
     """
 
-    def __init__(self, plan: Plan, pricer: Pricer, lowering, budget_s: float) -> None:
+    def __init__(self, plan: Plan, pricer: Pricer, lowering, budget_s: float, page_seconds: float = 0.0,
+                 page_bytes: int = 4096) -> None:
         self.plan = plan
+        self.page_seconds = page_seconds  # the profile's first-touch cost of a fresh page
+        self.page_bytes = page_bytes
         self.pricer = pricer
         self.lowering = lowering
         self.kernels = {kernel.output: kernel for kernel in plan.kernels}
@@ -115,8 +118,13 @@ class PlanPricing:
             rename[member]: {rename.get(b, b): level for b, level in self.member_homes.get(member, {}).items()}
             for member in region.members
         }
-        return RegionLowering(signature, self.occurrences.get(signature, 1), unfused, forms,
-                              {rename.get(b, b): level for b, level in homes.items()}, member_homes, compulsory)
+        numbers = self.pricer.numbers
+        return RegionLowering(
+            signature, self.occurrences.get(signature, 1), unfused, forms,
+            {rename.get(b, b): level for b, level in homes.items()}, member_homes, compulsory,
+            arena_bytes=sum(self.buffers[name].nbytes for name in region.private),
+            page_cycles=self.page_seconds * numbers.clock_hz, page_bytes=self.page_bytes,
+        )
 
     def _forms(self, region: Region) -> tuple[FusedForm, ...]:
         lowering = self.lowering

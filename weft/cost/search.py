@@ -91,6 +91,9 @@ class RegionLowering:
     homes: dict[str, int]
     member_homes: dict[str, dict[str, int]]
     compulsory: tuple[tuple[int, int], ...]  # (bytes, home level) of each region input and output
+    arena_bytes: int = 0  # the region's private intermediates: arena space they need unfused
+    page_cycles: float = 0.0  # first touch of one fresh page, in cycles
+    page_bytes: int = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +134,15 @@ class RegionPrice:
             return f"unfused {unfused} cycles; {self.status}: {self.reason}"
         tiling = ", ".join(f"{axis}:{size}" for axis, size in self.tiling) or "one tile"
         return (f"unfused {unfused} cycles, fused {self.fused.cycles:,.0f} cycles ({self.form}, tiles {tiling}),"
-                f" margin {self.margin:+.1%}; {self.explored} tilings priced, {self.pruned} cut by the bound")
+                f" margin {self.margin:+.1%}; memory {_bytes(self.unfused.memory_bytes)} arena unfused,"
+                f" {_bytes(self.fused.memory_bytes)} scratch fused; {self.explored} tilings priced,"
+                f" {self.pruned} cut by the bound")
 
 
 def unfused_price(lowering: RegionLowering, numbers: MachineNumbers, budget: Budget | None) -> Price:
+    """The members one by one; the memory term is the arena their private outputs need."""
+    from dataclasses import replace
+
     total = None
     for facts in lowering.unfused():
         if budget is not None:
@@ -142,7 +150,12 @@ def unfused_price(lowering: RegionLowering, numbers: MachineNumbers, budget: Bud
         homes = lowering.member_homes.get(facts.members[0], {})
         price = price_function(facts, numbers, homes)
         total = price if total is None else total + price
-    return total
+    return replace(total, memory_bytes=lowering.arena_bytes)
+
+
+def first_touch_cycles(price: Price, lowering: RegionLowering) -> float:
+    """Cycles of faulting in the memory term's pages on a first call (not in steady state)."""
+    return -(-price.memory_bytes // max(1, lowering.page_bytes)) * lowering.page_cycles
 
 
 def lower_bound(lowering: RegionLowering, unfused: tuple[FunctionFacts, ...], numbers: MachineNumbers) -> float:
@@ -262,6 +275,13 @@ def _tiling_floor(form: FusedForm, tiling, numbers: MachineNumbers) -> float:
     for anchor, extent in extents.items():
         tiles *= -(-extent // max(1, sizes.get(anchor, extent)))
     return (TILE_CYCLES + NEST_IN_TILE_CYCLES * len(form.facts.nests)) * tiles / numbers.threads
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("MiB", 1024**2), ("KiB", 1024)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 def _with_seconds(verdict: RegionPrice, seconds: float) -> RegionPrice:
