@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from weft.compose.regions import Region
 from weft.compose.signature import region_signature
-from weft.cost.distance import level_of, plan_homes, region_homes
+from weft.cost.distance import plan_homes, region_homes
 from weft.cost.facts import FunctionFacts, function_facts, tile_sizes_of
 from weft.cost.search import Budget, BudgetExhausted, FusedForm, Pricer, RegionLowering, RegionPrice
 from weft.ir import Plan
@@ -183,7 +183,6 @@ class PlanPricing:
             pass
         self.report.signatures = len(by_signature)
         gains.sort(key=lambda item: -item[0])
-        estimated = {signature for _, signature, _ in gains}
         for gain, signature, region in gains:
             verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
             self.report.order.append((signature, gain))
@@ -191,7 +190,6 @@ class PlanPricing:
                 break
         priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
         self.report.unpriced = [signature for signature in by_signature if signature not in priced]
-        del estimated
         self.report.seconds += time.perf_counter() - start
         self._account()
 
@@ -232,7 +230,3 @@ def buffer_order(kernels: dict, region: Region) -> tuple[str, ...]:
             names.setdefault(load.buffer, None)
         names.setdefault(member, None)
     return tuple(names)
-
-
-def compulsory_level(size: int, capacities: tuple[float, ...]) -> int:
-    return level_of(size, capacities)

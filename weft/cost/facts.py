@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children
+from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
 from weft.lower.access import Access, address_step, load_access
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
@@ -131,17 +131,11 @@ def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
 
 
 def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], scratch: bool, store: bool) -> AccessFacts:
-    axes = frozenset().union(*(_index_axes(index) for index in load.index)) if load.index else frozenset()
+    axes = frozenset().union(*(index_axes(index) for index in load.index)) if load.index else frozenset()
     unit = next((axis for axis in reversed(kernel_axes) if axis in axes
                  and address_step(load, view.strides, axis) == 1), None)
     gather = vector_axis is not None and load_access(load, view.strides, vector_axis) is Access.GATHER
     return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
-
-
-def _index_axes(index) -> frozenset[str]:
-    from weft.ir import index_axes
-
-    return index_axes(index)
 
 
 def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], contract: str) -> NestFacts:
