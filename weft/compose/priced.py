@@ -124,9 +124,12 @@ def priced_reasons(member: str, decisions: list[PricedDecision]) -> list[str]:
                 continue
             if verdict.status == "budget":
                 reasons.append(f"unpriced in {decision.anchor}'s candidate of {len(members)}: {verdict.reason}")
+            elif verdict.status == "priced" and verdict.pays(PRICED_MARGIN):
+                reasons.append(f"{decision.anchor}'s candidate of {len(members)} priced at {verdict.margin:+.1%},"
+                               " but another candidate saves more cycles")
             elif verdict.status == "priced":
                 reasons.append(f"{decision.anchor}'s candidate of {len(members)} priced at {verdict.margin:+.1%}"
-                               " (not the best that pays)")
+                               f" (fusing must save over {PRICED_MARGIN:.0%})")
             else:
                 reasons.append(f"{decision.anchor}'s candidate of {len(members)}: {verdict.reason}")
             break
