@@ -145,13 +145,18 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
 
 
 def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+    """Drop size-1 dims (all of them, or those of ``axis``). As in PyTorch, a listed dim
+    whose extent is not 1 is left as it is (a no-op, not an error), and a 0-d tensor
+    takes dim 0 or -1."""
+    if x.ndim == 0:
+        listed = () if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+        if any(a not in (0, -1) for a in listed):
+            raise AxisError(f"squeeze: dim {listed} is out of range for a 0-d tensor; use 0 or -1")
+        return x
     if axis is None:
         axes = tuple(d for d, n in enumerate(x.shape) if n == 1)
     else:
-        axes = normalize_axes("squeeze", axis, x.shape)
-        for a in axes:
-            if x.shape[a] != 1:
-                raise ShapeError(f"squeeze: axis {a} of shape {x.shape} has extent {x.shape[a]}, not 1")
+        axes = tuple(a for a in normalize_axes("squeeze", axis, x.shape) if x.shape[a] == 1)
     return reshape(x, tuple(n for d, n in enumerate(x.shape) if d not in axes))
 
 
