@@ -267,19 +267,39 @@ def _need_bool(op: str, *operands: Operand) -> None:
             raise DTypeError(f"{op}: needs bool tensors, got {operand.dtype.value} of shape {operand.shape}")
 
 
+def _truth(v: Expr, dtype: DType) -> Expr:
+    """A value as bool the way PyTorch's logical ops read it: nonzero is True."""
+    if dtype is DType.BOOL:
+        return v
+    return Binary(BinaryOp.NE, v, Const(0.0 if dtype.is_float else 0, dtype))
+
+
+def _logical(op: BinaryOp, name: str, a: Operand, b: Operand) -> Tensor:
+    """PyTorch's logical ops: any dtypes, nonzero is True, a bool result."""
+    kinds = [o.dtype if isinstance(o, Tensor) else _scalar_dtype(o, name) for o in (a, b)]
+    tensors = [o for o in (a, b) if isinstance(o, Tensor)]
+    if not tensors:
+        raise DTypeError(f"{name}: needs at least one Tensor operand")
+    tracer = current_tracer(*tensors)
+    shape = broadcast_shapes(name, *(t.shape for t in tensors))
+    axes = axes_for(shape)
+    index = axis_index(axes)
+    reads = [_truth(promoted_read(o, kind, shape, index, name), kind) for o, kind in zip((a, b), kinds, strict=True)]
+    return tracer.emit(name, axes, Binary(op, *reads), DType.BOOL)
+
+
 def logical_and(a: Operand, b: Operand) -> Tensor:
-    _need_bool("logical_and", a, b)
-    return elementwise("logical_and", (a, b), lambda x, y: Binary(BinaryOp.AND, x, y))
+    return _logical(BinaryOp.AND, "logical_and", a, b)
 
 
 def logical_or(a: Operand, b: Operand) -> Tensor:
-    _need_bool("logical_or", a, b)
-    return elementwise("logical_or", (a, b), lambda x, y: Binary(BinaryOp.OR, x, y))
+    return _logical(BinaryOp.OR, "logical_or", a, b)
 
 
 def logical_not(x: Tensor) -> Tensor:
-    _need_bool("logical_not", x)
-    return elementwise("logical_not", (x,), lambda v: Unary(UnaryOp.NOT, v))
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"logical_not: needs a Tensor, got {type(x).__name__}")
+    return elementwise("logical_not", (x,), lambda v: Unary(UnaryOp.NOT, _truth(v, x.dtype)), DType.BOOL)
 
 
 def where(condition: Tensor, a: Operand, b: Operand) -> Tensor:

@@ -85,6 +85,11 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
 
 
 def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+    """Merge dims ``start..end`` into one; a 0-d tensor becomes shape (1,) (PyTorch)."""
+    if x.ndim == 0:
+        if start not in (0, -1) or end not in (0, -1):
+            raise AxisError(f"flatten: dims ({start}, {end}) are out of range for a 0-d tensor; use 0 or -1")
+        return reshape(x, (1,))
     start, end = normalize_axis("flatten", start, x.shape), normalize_axis("flatten", end, x.shape)
     middle = 1
     for d in x.shape[start:end + 1]:
@@ -105,7 +110,10 @@ def permute(x: Tensor, *order: int | Sequence[int]) -> Tensor:
 
 
 def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
-    """Swap two dimensions (default: the last two)."""
+    """Swap two dimensions (default: the last two). As in PyTorch, a tensor of rank below 2
+    may name its own dims (0 or -1): nothing to swap."""
+    if x.ndim < 2 and axis0 in (0, -1) and axis1 in (0, -1):
+        return x
     if x.ndim < 2:
         raise AxisError(f"transpose: needs at least 2 dimensions, got shape {x.shape}")
     a, b = normalize_axis("transpose", axis0, x.shape), normalize_axis("transpose", axis1, x.shape)
