@@ -23,11 +23,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="the OpInfo test compares weft.nn with PyTorch")
 pytest.importorskip("expecttest", reason="torch.testing._internal (op_db) imports expecttest")
 
+from opinfo_map import MAPPING, Unmapped  # noqa: E402
+
 import weft  # noqa: E402
 from weft.errors import WeftError  # noqa: E402
 from weft.testing import assert_strict_equal  # noqa: E402
-
-from opinfo_map import MAPPING, Unmapped  # noqa: E402
 
 SAMPLES_PER_OP = 24  # a deterministic stride over each op's samples keeps the run under a minute
 # the first sample of these also runs compiled (Strict, fusion off and greedy): one per kind of member
