@@ -216,3 +216,29 @@ MAPPING = {
     "flatten": _flatten, "squeeze": _squeeze, "squeeze.multiple": _squeeze, "unsqueeze": nn.unsqueeze,
     "cat": _cat, "narrow": _narrow,
 }
+
+
+def _max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        raise Unmapped("max_pool2d with return_indices")
+    return nn.max_pool2d(x, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+def _avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    if divisor_override is not None:
+        raise Unmapped("keyword divisor_override= is not supported")
+    return nn.avg_pool2d(x, kernel_size, stride or None, padding, ceil_mode, count_include_pad)
+
+
+def _batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if training:
+        raise Unmapped("batch_norm in training mode")
+    if running_mean is None or running_var is None:
+        raise Unmapped("batch_norm without running statistics")
+    return nn.batch_norm(x, running_mean, running_var, weight, bias, eps)
+
+
+if hasattr(nn, "max_pool2d"):  # the pools and batch norm (another branch adds them)
+    MAPPING.update({"nn.functional.max_pool2d": _max_pool2d, "nn.functional.avg_pool2d": _avg_pool2d,
+                    "nn.functional.batch_norm": _batch_norm})
