@@ -9,7 +9,17 @@ from weft.errors import ConfigError
 
 def test_config_is_exported_and_has_only_used_fields():
     assert weft.Config is Config
-    assert [f for f in Config.__slots__] == ["contract", "threads", "fusion", "cache_dir", "cc"]
+    assert [f for f in Config.__slots__] == ["contract", "threads", "fusion", "cache_dir", "cc", "budget_s"]
+
+
+def test_budget_from_the_environment(monkeypatch):
+    """budget_s is read by fusion='priced' (tests/cost/test_budget.py checks the pricing share)."""
+    monkeypatch.setenv("WEFT_BUDGET_S", "3.5")
+    assert config_from_env(fusion="priced").budget_s == 3.5
+    assert config_from_env(fusion="priced", budget_s=7.0).budget_s == 7.0
+    monkeypatch.setenv("WEFT_BUDGET_S", "soon")
+    with pytest.raises(ConfigError, match="WEFT_BUDGET_S"):
+        config_from_env()
 
 
 def test_generic_fusion_off_maps_priced_to_matchers(monkeypatch):
@@ -32,3 +42,5 @@ def test_bad_environment_is_a_config_error(monkeypatch):
         config_from_env()
     with pytest.raises(ConfigError, match="fusion="):
         Config(fusion="everything")
+    with pytest.raises(ConfigError, match="budget_s"):
+        Config(budget_s=0)

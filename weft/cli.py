@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = (
     "weft.explain.cli",     # weft explain
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
+    "weft.cost.cli",        # weft machine
 )
 
 

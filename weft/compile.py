@@ -20,7 +20,7 @@ from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
 from weft.errors import CompileError, ConfigError, InputError, WeftError
-from weft.fuse import fuse_and_lower
+from weft.fuse import fuse
 from weft.ir import Kernel, Plan, verify
 from weft.lower import Target
 from weft.lower.nest import LoweredPlan
@@ -136,6 +136,7 @@ class CompiledPlan:
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
         self._raw_outputs: list[np.ndarray] | None = None
+        self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -249,8 +250,12 @@ class CompiledPlan:
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
-        from weft.explain import explain_plan, format_lowering
+        from weft.explain import explain_partition, explain_plan, format_lowering
 
+        if self.partition is not None:  # fusion="priced": the decisions this compile made, with prices
+            text = explain_partition(self.plan, self.partition, self.lowered).text()
+            print(text + "\n" + format_lowering(self.lowered), file=file)
+            return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
         target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
         text = explain_plan(self.plan, policy, self.config.contract, target=target, lowered=self.lowered).text()
@@ -316,11 +321,13 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = _stage("lowering", plan, fuse_and_lower, plan, config, target)
+    lowered, partition = _stage("lowering", plan, fuse, plan, config, target)
     arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
     source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
-    return CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled.partition = partition
+    return compiled
 
 
 __all__ = ["CompiledPlan", "Prepared", "compile"]

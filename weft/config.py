@@ -1,7 +1,7 @@
 """The one explicit configuration that travels through a compile.
 
 Environment variables are read here and nowhere else:
-WEFT_CACHE_DIR, WEFT_THREADS, WEFT_CC, WEFT_GENERIC_FUSION.
+WEFT_CACHE_DIR, WEFT_THREADS, WEFT_CC, WEFT_BUDGET_S, WEFT_GENERIC_FUSION.
 
 ``WEFT_GENERIC_FUSION=off`` (DESIGN.md section 6) turns the generic, priced engine
 off: a compile that asks for ``fusion="priced"`` gets ``fusion="matchers"`` (a
@@ -29,14 +29,16 @@ def default_cache_dir() -> Path:
 @dataclass(frozen=True, slots=True)
 class Config:
     """How one compile runs: ``contract`` (strict | inference), OpenMP ``threads``, the
-    ``fusion`` policy (off | greedy | priced | matchers), the artifact ``cache_dir`` and
-    the C compiler ``cc``. Every field is read by ``weft.compile``."""
+    ``fusion`` policy (off | greedy | priced | matchers), the artifact ``cache_dir``, the
+    C compiler ``cc``, and ``budget_s``, the compile budget of ``fusion="priced"`` (the
+    pricer may spend ``weft.fuse.PRICING_SHARE`` of it; other policies do not read it)."""
 
     contract: str = "strict"
     threads: int = 1
     fusion: str = "off"
     cache_dir: Path = field(default_factory=default_cache_dir)
     cc: str = "cc"
+    budget_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.contract not in CONTRACTS:
@@ -45,6 +47,8 @@ class Config:
             raise ConfigError(f"fusion={self.fusion!r} is not one of {FUSION_POLICIES}")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise ConfigError(f"threads={self.threads!r} must be a positive integer")
+        if not self.budget_s > 0:
+            raise ConfigError(f"budget_s={self.budget_s!r} must be a positive number of seconds")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -68,6 +72,11 @@ def config_from_env(**overrides) -> Config:
     }
     if os.environ.get("WEFT_CACHE_DIR"):
         values["cache_dir"] = Path(os.environ["WEFT_CACHE_DIR"])
+    if os.environ.get("WEFT_BUDGET_S"):
+        try:
+            values["budget_s"] = float(os.environ["WEFT_BUDGET_S"])
+        except ValueError:
+            raise ConfigError(f"WEFT_BUDGET_S={os.environ['WEFT_BUDGET_S']!r} is not a number of seconds") from None
     values.update({key: value for key, value in overrides.items() if value is not None})
     if values.get("fusion") == "priced" and not generic_fusion():
         values["fusion"] = "matchers"

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2] / "weft"
 FORBIDDEN = {
     # lowering describes *how* as data: it writes no C and knows nothing of how regions are chosen
     "weft.lower": ("weft.codegen", "weft.compose"),
-    # composition chooses regions from members: what it must know of lowering is passed in
-    "weft.compose": ("weft.lower", "weft.codegen"),
+    # composition chooses regions from members: what it must know of lowering (does it fit?)
+    # and of prices (the pricer of fusion="priced") is passed in
+    "weft.compose": ("weft.lower", "weft.codegen", "weft.cost"),
 }
 
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 
+from weft import fuse as fuse_stage
+from weft.codegen.cpu import cpu_features, lanes_for
 from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS
+from weft.config import CONTRACTS, config_from_env
 from weft.explain.report import explain_lowering, explain_plan
+from weft.lower.schedule import Target
 from weft.workloads import get_workload
 from weft.workloads.params import parse_params
 
@@ -22,10 +25,16 @@ from weft.workloads.params import parse_params
 def run_explain(args: argparse.Namespace) -> int:
     params = parse_params(args.set)
     plan = get_workload(args.workload).plan(**params)
+    fusion = "priced" if args.prices else args.fusion
     if args.lowering:  # lower too, and show what each region became
-        print(explain_lowering(plan, policy=args.fusion, contract=args.contract))
+        print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads,
+                               show_prices=args.prices))
         return 0
-    print(explain_plan(plan, policy=args.fusion, contract=args.contract).text())
+    pricing = None
+    if fusion == "priced":  # the pricer is built where the lowering is known (weft.fuse)
+        config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
+        pricing = fuse_stage.region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
+    print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
     return 0
 
 
@@ -38,5 +47,8 @@ def register(subparsers) -> None:
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
     parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
+    parser.add_argument("--prices", action="store_true",
+                        help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")
+    parser.add_argument("--threads", type=int, default=1, help="threads the prices (and --lowering) assume (default 1)")
     parser.add_argument("--lowering", action="store_true", help="also lower, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)
