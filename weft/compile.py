@@ -116,6 +116,65 @@ def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
     return lowered, partition
 
 
+def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, record=None):
+    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
+    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
+    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
+    verdict written back. ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    from weft.decide.race import RaceBudget
+    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.verdicts import DecidedPricing
+
+    pricing = pricing or region_pricing(plan, config, target)
+    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
+                "compiler": compiler_identity(config.cc)}
+    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
+                             RaceBudget(config.budget_s * config.race_share), race_contenders(pricing, config, target))
+    lowered, partition = lower_priced(plan, config, target, decided)
+    return lowered, partition, decided.decide_report
+
+
+def compiler_identity(cc: str) -> str:
+    """The C compiler a verdict was timed with (path and version line)."""
+    from weft.codegen.driver import find_compiler
+
+    compiler = find_compiler(cc)
+    return f"{compiler.path} {compiler.version}"
+
+
+def race_contenders(pricing, config: Config, target: Target):
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
+    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
+    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    from weft.compose import online_lowering_for
+    from weft.compose.partition import Partition
+    from weft.decide.race import RaceInputs
+    from weft.lower.fused import lower_partition, region_tiling
+
+    def contenders_of(region, form: str, tiling, budget):
+        sub = pricing.subplan(region)
+        inputs = RaceInputs().for_plan(sub)
+        tilings = {}
+        if form == "fused" and tiling:
+            primary, size = tiling[-1]
+            tilings[region.anchor] = region_tiling(sub, region, size, primary)
+        partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
+        online = online_lowering_for(config.contract) if form == "one pass" else None
+        contenders = {}
+        for name, lowered in (("unfused", lower_plan(sub, None, target)),
+                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
+            if budget.left() <= 0:
+                return None
+            arena = plan_arena(sub, lowered)
+            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
+            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
+        return contenders
+
+    return contenders_of
+
+
 def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
     """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
     if config.fusion == "off":
@@ -243,6 +302,7 @@ class CompiledPlan:
         }
         self._raw_outputs: list[np.ndarray] | None = None
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
+        self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -362,6 +422,8 @@ class CompiledPlan:
             from weft.compose.explain import explain_partition
 
             text = explain_partition(self.plan, self.partition, self.lowered).text()
+            if self.decide_report is not None:
+                text += "\n" + self.decide_report.describe()
             print(text + "\n" + format_lowering(self.lowered), file=file)
             return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
@@ -429,9 +491,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    partition = None
+    partition = decide_report = None
     if config.fusion == "priced":
-        lowered, partition = _stage("lowering", plan, lower_priced, plan, config, target)
+        lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
     else:
         lowered = _stage("lowering", plan, _lower, plan, config, target)
     arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
@@ -439,6 +501,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     artifact = build(source, config.cc, config.cache_dir, config.contract)
     compiled = CompiledPlan(plan, config, lowered, arena, artifact)
     compiled.partition = partition
+    compiled.decide_report = decide_report
     return compiled
 
 
