@@ -413,6 +413,16 @@ class CompiledPlan:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
+    def kernel_set(self) -> str:
+        """The plan identity of what runs (DESIGN.md section 2): a digest of the lowered
+        functions' structure (members, nests, tilings, scratch, lanes, contract), never of
+        times, notes or where a verdict came from. Two compiles that run the same code agree."""
+        return kernel_set_digest(self.lowered)
+
+    def output_digest(self, *inputs: np.ndarray) -> str:
+        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
+        return output_digest(self(*inputs))
+
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
@@ -456,6 +466,25 @@ class CompiledPlan:
     def __repr__(self) -> str:
         return (f"CompiledPlan({self.plan.name}, contract={self.config.contract}, "
                 f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+
+
+def kernel_set_digest(lowered: LoweredPlan) -> str:
+    """sha256 of the lowered plan's structure (its frozen dataclasses' repr: no addresses, no times)."""
+    import hashlib
+
+    return hashlib.sha256(repr(lowered).encode()).hexdigest()[:32]
+
+
+def output_digest(outputs) -> str:
+    """sha256 of each output's shape, dtype and bytes, in order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in outputs if isinstance(outputs, tuple) else (outputs,):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.shape}{array.dtype.str}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]
 
 
 def compile(  # noqa: A001 - the public name is weft.compile
@@ -505,4 +534,4 @@ def compile(  # noqa: A001 - the public name is weft.compile
     return compiled
 
 
-__all__ = ["CompiledPlan", "Prepared", "compile"]
+__all__ = ["CompiledPlan", "Prepared", "compile", "kernel_set_digest", "output_digest"]
