@@ -136,6 +136,26 @@ def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, reco
     return lowered, partition, decided.decide_report
 
 
+def lower_matched(plan: Plan, config: Config, target: Target):
+    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
+    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
+    from weft.compose import online_lowering_for
+    from weft.decide.legacy import choose_matched
+    from weft.lower.fused import lower_partition, region_fits
+
+    online = online_lowering_for(config.contract)
+    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
+    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+
+
+def admitted_in(plan: Plan, partition) -> dict[str, tuple]:
+    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
+    from weft.decide.library import admitted_bodies
+
+    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
+    return {anchor: bodies for anchor, bodies in found.items() if bodies}
+
+
 def compiler_identity(cc: str) -> str:
     """The C compiler a verdict was timed with (path and version line)."""
     from weft.codegen.driver import find_compiler
@@ -303,6 +323,7 @@ class CompiledPlan:
         self._raw_outputs: list[np.ndarray] | None = None
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
+        self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -434,6 +455,10 @@ class CompiledPlan:
             text = explain_partition(self.plan, self.partition, self.lowered).text()
             if self.decide_report is not None:
                 text += "\n" + self.decide_report.describe()
+            if self.bodies is not None:
+                from weft.decide.legacy import describe_bodies
+
+                text += "\n" + describe_bodies(self.bodies)
             print(text + "\n" + format_lowering(self.lowered), file=file)
             return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
@@ -520,9 +545,15 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    partition = decide_report = None
-    if config.fusion == "priced":
+    partition = decide_report = bodies = None
+    if config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+        from dataclasses import replace
+
+        config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
+        lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
+    elif config.fusion == "priced":
         lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
+        bodies = admitted_in(plan, partition)
     else:
         lowered = _stage("lowering", plan, _lower, plan, config, target)
     arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
@@ -531,6 +562,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     compiled = CompiledPlan(plan, config, lowered, arena, artifact)
     compiled.partition = partition
     compiled.decide_report = decide_report
+    compiled.bodies = bodies
     return compiled
 
 
