@@ -177,7 +177,9 @@ class DecidedPricing:
         priced = self.pricing.verdict(region)
         self._count()
         if priced.status == "budget":
-            return priced  # undecided: stays unfused, not recorded
+            # another compile may have decided it meanwhile: its verdict keeps the plans equal
+            self.memo.pop(key, None)
+            return self.recorded(region) or priced  # else undecided: stays unfused, not recorded
         self.decide_report.priced += 1
         decision = self._decide(key, region, priced)
         stored = self.record.put(decision) if self.record is not None else decision
@@ -221,8 +223,12 @@ class DecidedPricing:
             left = budget.left() - (time.perf_counter() - start)
             return run_race(contenders, model_choice, left) if left > 0 else None
         finally:
-            budget.spent += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            budget.spent += elapsed
             budget.races += 1
+            pricing_budget = getattr(self.pricing, "budget", None)
+            if pricing_budget is not None:  # the race has its own share: its time is not the pricer's
+                pricing_budget.start += elapsed
 
     def _count(self) -> None:
         self.decide_report.price_calls = getattr(getattr(self.pricing, "pricer", None), "price_calls", 0)
