@@ -1,0 +1,307 @@
+"""The contraction microkernel: one packed, register-blocked design for every contraction.
+
+A member ``c[o...] = sum_k F(x(m..., k), y(n, k))`` whose body multiplies one
+factor ``x`` that does not depend on the column axis ``n`` by one factor ``y``
+that does not depend on the row axes ``m...`` is a contraction, whatever views
+its operands are read through (window partitions, ``(out, in)`` weights,
+permuted heads, grouped-query broadcast, padded or gathered reads): packing
+evaluates each factor once per element into a contiguous panel, so the index map
+costs one pass over the operand, never one per multiply. The description is data
+(``ContractionNest``); ``weft.codegen.contraction`` writes its C.
+
+Axes of the output, before/after (vit-block's fc1 over a (1, 72, 72, 1024) input)::
+
+    mlp_linear[b0, b1, i, j] = sum_k norm2[b0, b1, i, k] * fc1_weight[j, k]
+    ContractionNest(row_axes=(b0, b1, i) -> M = 5184, column_axis=j (N = 4096),
+                    batch_axes=(), K = 1024, register tile 6 x 64, kc 256, mc 252, nc 1024)
+
+so a linear over (B, T, C) is one GEMM over all leading axes, not B GEMMs; axes
+both factors depend on (attention's batch and heads) are batch axes, iterated.
+
+Loop structure (BLIS's five loops; the parallel loop is over row blocks)::
+
+    for batch point:  for jc in N by nc:  for pc in K by kc:
+        pack y[jc:jc+nc, pc:pc+kc] into nr-wide micro-panels          (threads share it)
+        for row block ic in M by mc (parallel):  pack x[ic:ic+mc, pc:pc+kc] into mr-row micro-panels
+            for jr in nc by nr:  for ir in mc by mr:  mr x nr accumulators over kc steps
+
+Strict: one accumulator per output, terms added in the oracle's order (``k``
+ascending, the body's own operations per term, no FMA); between ``kc`` blocks
+the partial sums wait in the output buffer (a float32 stored and reloaded is
+exact), so the bytes equal the oracle's. Inference: a body that is a product of
+the two factors and constants becomes one FMA per term, the constants multiplied
+once into the result.
+
+An **epilogue** (fusion's elementwise tail: bias, activation, residual, scale)
+is an expression over ``ACC`` (the finished sum of one output point) and loads
+at the output point; it runs on the register tile before the store, and the
+nest then writes ``output`` (the tail's last member) instead of the contraction.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from weft.ir import (
+    Binary,
+    BinaryOp,
+    Combiner,
+    Const,
+    DType,
+    Expr,
+    Kernel,
+    Load,
+    Unary,
+    UnaryOp,
+    expr_axes,
+    expr_loads,
+)
+from weft.lower.nest import AxisRange, BufferView
+
+# Placeholders inside ``term`` and ``epilogue``: the packed factor values and the sum.
+X_SLOT = Load("wf.x", ())
+Y_SLOT = Load("wf.y", ())
+ACC = Load("wf.acc", ())
+
+# Register tile: MICRO_ROWS rows x (MICRO_VECTORS x lanes) columns of accumulators,
+# 6 x 4 = 24 of AVX-512's 32 registers, so each broadcast of x feeds four FMAs and each
+# load of a y vector six (measured at M=1176, N=4096, K=1024, 1 thread, quiet machine:
+# 222 GFLOP/s, against 192-266 GFLOP/s of independent FMA chains; see benchmarks/backend.py).
+MICRO_ROWS = 6
+MICRO_VECTORS = {16: 4, 8: 2, 4: 2}
+
+# Smallest extents served (smaller shapes keep the plain nest: a matrix-vector
+# product reads each weight once and has no reuse for a register tile to exploit).
+MIN_ROWS = 2
+MIN_COLUMNS_VECTORS = 1
+MIN_FOLD = 4
+
+# Row blocks handed out per batch point and column block: enough that two threads
+# (or a thread sharing its core) balance.
+TARGET_ITEMS = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _cache_sizes() -> tuple[int, int]:
+    from weft.cost.machine import cache_sizes
+
+    sizes = cache_sizes()
+    return sizes.get("l1d") or 48 * 1024, sizes.get("l2") or 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Panel sizes: ``kc`` fold steps per packed block, ``mc`` rows per packed row block
+    (a multiple of ``mr``), ``nc`` columns per shared column panel (a multiple of ``nr``),
+    ``column_groups`` splits of a column panel among work items when rows are few."""
+
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+    column_groups: int
+
+
+def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int) -> Blocking:
+    """From the cache sizes (BLIS's analytic rules, simplified):
+
+    - kc: an ``mr x kc`` micro-panel of x takes at most an eighth of L1 (it is read once
+      per micro-tile while y's micro-panel streams);
+    - mc: the packed ``mc x kc`` row block of x takes at most a quarter of L2, and at
+      least TARGET_ITEMS row blocks exist when the rows allow it;
+    - nc: the shared ``kc x nc`` panel of y fits in L2.
+    """
+    mr, nr = MICRO_ROWS, MICRO_VECTORS.get(lanes, 2) * lanes
+    kc = max(16, (l1d // (mr * 4 * 8)) // 16 * 16)
+    kc = min(kc, fold)
+    mc_cache = max(mr, (l2 // 4 // (kc * 4)) // mr * mr)
+    per_item = -(-rows // TARGET_ITEMS)
+    mc = min(mc_cache, -(-per_item // mr) * mr)
+    nc = max(nr, (l2 // (kc * 4)) // nr * nr)
+    nc = min(nc, -(-columns // nr) * nr)
+    row_blocks = -(-rows // mc)
+    panels = -(-nc // nr)
+    column_groups = 1 if row_blocks >= TARGET_ITEMS else min(panels, -(-TARGET_ITEMS // row_blocks))
+    return Blocking(mr, nr, kc, mc, nc, column_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class ContractionNest:
+    """A contraction run by the packed microkernel (module docstring).
+
+    ``term`` is the body with the two factors replaced by ``X_SLOT`` / ``Y_SLOT``;
+    ``fma`` (Inference only) says it is their product, times ``scale`` (the product of the
+    body's constant factors, applied once per output). ``epilogue`` is None or an
+    expression over ``ACC`` and loads at the output point; ``output`` is the buffer the
+    nest writes (the contraction's own, or the epilogue's last member's).
+    """
+
+    kernel: Kernel
+    x_factor: Expr
+    y_factor: Expr
+    term: Expr
+    row_axes: tuple[str, ...]
+    column_axis: str
+    batch_axes: tuple[str, ...]
+    blocking: Blocking
+    views: tuple[BufferView, ...]
+    contract: str
+    lanes: int
+    parallel: bool
+    fma: bool = False
+    scale: float = 1.0
+    epilogue: Expr | None = None
+    output: str = ""
+    members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
+    ranges: tuple[AxisRange, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.output or self.kernel.output
+
+    @property
+    def output_buffer(self) -> str:
+        return self.output or self.kernel.output
+
+    def extent(self, axis: str) -> int:
+        return next(a.extent for a in self.kernel.all_axes if a.name == axis)
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.extent(a) for a in self.row_axes)
+
+    @property
+    def columns(self) -> int:
+        return self.extent(self.column_axis)
+
+    @property
+    def fold_points(self) -> int:
+        return math.prod(a.extent for a in self.kernel.fold_axes)
+
+    @property
+    def batch_points(self) -> int:
+        return math.prod(self.extent(a) for a in self.batch_axes)
+
+    def view(self, buffer: str) -> BufferView:
+        for view in self.views:
+            if view.buffer == buffer:
+                return view
+        raise KeyError(buffer)
+
+    def describe(self) -> str:
+        b = self.blocking
+        batch = f"{self.batch_points} x " if self.batch_axes else ""
+        kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
+        tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
+        text = (f"{self.name}: contraction microkernel {batch}{self.rows}x{self.columns}x{self.fold_points} "
+                f"(rows {'*'.join(self.row_axes)}, columns {self.column_axis}); tile {b.mr}x{b.nr}, {kind}; "
+                f"kc {b.kc}, mc {b.mc}, nc {b.nc}{tail}; {'parallel' if self.parallel else 'serial'}")
+        return text.replace("*/", "* /")
+
+
+def _product_leaves(expr: Expr) -> list[Expr]:
+    """Operands of a tree of multiplications, left to right."""
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return _product_leaves(expr.left) + _product_leaves(expr.right)
+    return [expr]
+
+
+def _replace(expr: Expr, old: Expr, new: Expr) -> Expr:
+    if expr is old:
+        return new
+    if isinstance(expr, Binary):
+        return Binary(expr.op, _replace(expr.left, old, new), _replace(expr.right, old, new))
+    if isinstance(expr, Unary):
+        return Unary(expr.op, _replace(expr.operand, old, new))
+    return expr
+
+
+def _term_ops_only(expr: Expr) -> bool:
+    """The term (body over the two slots) uses float arithmetic the microkernel renders."""
+    if expr is X_SLOT or expr is Y_SLOT:
+        return True
+    if isinstance(expr, Const):
+        return expr.dtype is DType.FLOAT32
+    if isinstance(expr, Binary):
+        return expr.op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV) and \
+            _term_ops_only(expr.left) and _term_ops_only(expr.right)
+    if isinstance(expr, Unary):
+        return expr.op is UnaryOp.NEG and _term_ops_only(expr.operand)
+    return False
+
+
+def _float_loads(expr: Expr, views: dict[str, BufferView]) -> bool:
+    return all(views[load.buffer].dtype is DType.FLOAT32 for load in expr_loads(expr))
+
+
+def split_contraction(kernel: Kernel, views: dict[str, BufferView]):
+    """(x factor, y factor, term, row axes, column axis, batch axes) of a contraction, or None.
+
+    The body's product operands must hold exactly two non-constant factors; the
+    output's innermost axis must be read by exactly one of them (the column factor y).
+    """
+    fold = kernel.fold
+    if fold is None or fold.combiner is not Combiner.SUM or views[kernel.output].dtype is not DType.FLOAT32:
+        return None
+    leaves = _product_leaves(kernel.body)
+    factors = [leaf for leaf in leaves if not isinstance(leaf, Const)]
+    if len(factors) != 2 or any(isinstance(leaf, Const) and leaf.dtype is not DType.FLOAT32 for leaf in leaves):
+        return None
+    output_axes = [a.name for a in kernel.axes]
+    if not output_axes:
+        return None
+    column = output_axes[-1]
+    first, second = factors
+    uses = [expr_axes(f) & set(output_axes) for f in factors]
+    if column in uses[0] and column not in uses[1]:
+        y, x = first, second
+    elif column in uses[1] and column not in uses[0]:
+        x, y = first, second
+    else:
+        return None
+    x_axes, y_axes = expr_axes(x), expr_axes(y)
+    rows = tuple(a for a in output_axes if a in x_axes and a not in y_axes)
+    if not rows or not _float_loads(x, views) or not _float_loads(y, views):
+        return None
+    batch = tuple(a for a in output_axes if a not in rows and a != column)
+    term = _replace(_replace(kernel.body, x, X_SLOT), y, Y_SLOT)
+    if not _term_ops_only(term):
+        return None
+    return x, y, term, rows, column, batch
+
+
+def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, contract: str,
+                      parallel_min_work: int) -> ContractionNest | None:
+    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves."""
+    split = split_contraction(kernel, views)
+    if split is None:
+        return None
+    x, y, term, rows, column, batch = split
+    output = views[kernel.output]
+    if output.strides[[a.name for a in kernel.axes].index(column)] != 1:
+        return None
+    extents = {a.name: a.extent for a in kernel.all_axes}
+    m = math.prod(extents[a] for a in rows)
+    n, k = extents[column], math.prod(a.extent for a in kernel.fold_axes)
+    if m < MIN_ROWS or n < MIN_COLUMNS_VECTORS * lanes or k < MIN_FOLD:
+        return None
+    l1d, l2 = _cache_sizes()
+    blocking = choose_blocking(m, n, k, lanes, l1d, l2)
+    fma = contract == "inference"  # the body is a product of the factors and constants
+    scale = 1.0
+    if fma:
+        for leaf in _product_leaves(kernel.body):
+            if isinstance(leaf, Const):
+                scale *= float(leaf.value)
+    touched = dict.fromkeys((kernel.output, *kernel.reads))
+    work = m * n * k * math.prod(extents[a] for a in batch)
+    return ContractionNest(
+        kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
+        blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
+        parallel=work >= parallel_min_work, fma=fma, scale=scale, output=kernel.output, members=(kernel.output,),
+        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+    )
+
