@@ -297,7 +297,12 @@ def _extent(kernel: Kernel, axis: str) -> int:
 
 
 def lower_unfused(kernel: Kernel, views: dict[str, BufferView], target: Target):
-    """A member on its own: the contraction microkernel where it serves, else ``lower_member``."""
+    """A member on its own: a BLAS call where asked for (``use_blas``), else the contraction
+    microkernel where it serves, else ``lower_member``."""
+    if target.use_blas and target.contract == "inference":
+        gemm = match_gemm(kernel, views)
+        if gemm is not None:
+            return gemm
     if target.microkernel:
         nest = lower_contraction(kernel, views, target.lanes, target.contract, PARALLEL_MIN_WORK)
         if nest is not None:
