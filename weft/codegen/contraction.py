@@ -23,7 +23,7 @@ from __future__ import annotations
 from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
 from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Unary, UnaryOp, expr_loads
 from weft.lower.access import Access, load_access
-from weft.lower.contraction import ACC, X_SLOT, Y_SLOT, ContractionNest
+from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
 
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
 
@@ -167,8 +167,7 @@ class _ContractionWriter:
             return acc
         env = {**self.batch_env(), **self.row_env(r), nest.column_axis: column}
         renderer = self.renderer(depth, env, nest.column_axis if vector else None)
-        renderer.memo[renderer.memo_key(ACC, False)] = Value(acc, DType.FLOAT32, vector)
-        renderer.memo[renderer.memo_key(ACC, True)] = Value(acc, DType.FLOAT32, vector)
+        renderer.memo[renderer.memo_key(acc_at(self.kernel), vector)] = Value(acc, DType.FLOAT32, vector)
         value = renderer.render(nest.epilogue)
         return renderer.splat(value) if vector else value.code
 

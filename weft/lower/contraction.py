@@ -33,7 +33,7 @@ the two factors and constants becomes one FMA per term, the constants multiplied
 once into the result.
 
 An **epilogue** (fusion's elementwise tail: bias, activation, residual, scale)
-is an expression over ``ACC`` (the finished sum of one output point) and loads
+is an expression over ``acc_at(kernel)`` (the finished sum of one output point) and loads
 at the output point; it runs on the register tile before the store, and the
 nest then writes ``output`` (the tail's last member) instead of the contraction.
 """
@@ -45,6 +45,7 @@ import math
 from dataclasses import dataclass
 
 from weft.ir import (
+    AxisIndex,
     Binary,
     BinaryOp,
     Combiner,
@@ -63,7 +64,13 @@ from weft.lower.nest import AxisRange, BufferView
 # Placeholders inside ``term`` and ``epilogue``: the packed factor values and the sum.
 X_SLOT = Load("wf.x", ())
 Y_SLOT = Load("wf.y", ())
-ACC = Load("wf.acc", ())
+ACC_BUFFER = "wf.acc"
+
+
+def acc_at(kernel: Kernel) -> Load:
+    """The finished sum at the output point, as the epilogue reads it (it varies with
+    every output axis, so renderers treat it as a vector along the columns)."""
+    return Load(ACC_BUFFER, tuple(AxisIndex(axis.name) for axis in kernel.axes))
 
 # Register tile: MICRO_ROWS rows x (MICRO_VECTORS x lanes) columns of accumulators,
 # 6 x 4 = 24 of AVX-512's 32 registers, so each broadcast of x feeds four FMAs and each
@@ -135,7 +142,7 @@ class ContractionNest:
     ``term`` is the body with the two factors replaced by ``X_SLOT`` / ``Y_SLOT``;
     ``fma`` (Inference only) says it is their product, times ``scale`` (the product of the
     body's constant factors, applied once per output). ``epilogue`` is None or an
-    expression over ``ACC`` and loads at the output point; ``output`` is the buffer the
+    expression over ``acc_at(kernel)`` and loads at the output point; ``output`` is the buffer the
     nest writes (the contraction's own, or the epilogue's last member's).
     """
 

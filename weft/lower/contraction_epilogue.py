@@ -2,14 +2,14 @@
 
 The tail members (bias add, GELU/SiLU, residual add, a scale) read the
 contraction's output, and each other's, only at their own output point, so their
-bodies inline into one **epilogue** expression over ``ACC`` (the finished sum of
+bodies inline into one **epilogue** expression over ``acc_at`` (the finished sum of
 one output point), applied on the register tile before the store. Before/after::
 
     y[i, j] = sum_k x[i, k] * w[j, k]          (contraction)
     z[i, j] = y[i, j] + bias[j]                (private)
     g[i, j] = gelu(z[i, j])                    (the region's output)
 
-    ContractionNest(kernel=y, epilogue=gelu(ACC + bias[j]), output=g, members=(y, z, g))
+    ContractionNest(kernel=y, epilogue=gelu(acc[i, j] + bias[j]), output=g, members=(y, z, g))
 
 The tail's own operations run per element in its own order, so Strict bytes are
 those of the unfused members. ``lower_contraction_region`` returns None for any
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from weft.ir import AxisIndex, DType, Expr, Kernel, Load, Plan
-from weft.lower.contraction import ACC, ContractionNest, lower_contraction
+from weft.lower.contraction import ACC_BUFFER, ContractionNest, acc_at, lower_contraction
 from weft.lower.nest import BufferView, LoweredFunction
 
 
@@ -56,7 +56,7 @@ def _inline(expr, kernel: Kernel, values: dict[str, Expr], names: dict[str, str]
 
 
 def epilogue_of(plan: Plan, members: tuple[str, ...]) -> tuple[Kernel, Expr] | None:
-    """(the contraction, the tail as one expression over ``ACC``) when ``members`` is a
+    """(the contraction, the tail as one expression over ``acc_at``) when ``members`` is a
     contraction followed by elementwise members of its output's shape, else None."""
     if len(members) < 2:
         return None
@@ -65,7 +65,7 @@ def epilogue_of(plan: Plan, members: tuple[str, ...]) -> tuple[Kernel, Expr] | N
         return None
     extents = tuple(a.extent for a in first.axes)
     buffers = plan.buffer_map()
-    values: dict[str, Expr] = {first.output: ACC}
+    values: dict[str, Expr] = {first.output: acc_at(first)}
     for name in members[1:]:
         kernel = plan.kernel(name)
         if kernel.fold is not None or tuple(a.extent for a in kernel.axes) != extents:
@@ -116,7 +116,7 @@ def lower_contraction_region(plan: Plan, members: tuple[str, ...], outputs: tupl
 def _loads(expr) -> list[Load]:
     from weft.ir import expr_loads
 
-    return [load for load in expr_loads(expr) if load is not ACC and load.buffer != ACC.buffer]
+    return [load for load in expr_loads(expr) if load.buffer != ACC_BUFFER]
 
 
 __all__ = ["ContractionNest", "epilogue_of", "lower_contraction_region"]
