@@ -72,6 +72,7 @@ def test_window_partition_view_with_padding(make_config, contract):
 
     (nest,) = _check(fn, [(1, 7, 9, 19), (23, 19)], contract, make_config)
     assert nest.rows == 6 * 4 * 4 and nest.batch_axes == ()
+    assert nest.pack_x  # a padded read cannot be addressed in place
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
@@ -109,6 +110,7 @@ def test_grouped_query_attention_products(make_config, contract):
 
     nests = _check(fn, [(1, 4, 19, 16), (1, 2, 23, 16), (1, 2, 23, 16)], contract, make_config, expect_nests=2)
     scores = next(n for n in nests if n.kernel.fold.axes[0].extent == 16)
+    assert not any(n.pack_x for n in nests)  # one column panel each: x read in place
     if contract == "inference":
         assert scores.fma and scores.scale == pytest.approx(0.25)
 
@@ -116,7 +118,16 @@ def test_grouped_query_attention_products(make_config, contract):
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_transposed_left_operand(make_config, contract):
     """a^T @ b: x is read down its columns, packing absorbs it."""
-    _check(lambda a, b: nn.matmul(nn.transpose(a, 0, 1), b), [(31, 29), (31, 66)], contract, make_config)
+    (nest,) = _check(lambda a, b: nn.matmul(nn.transpose(a, 0, 1), b), [(31, 29), (31, 66)], contract, make_config)
+    assert nest.pack_x
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+@pytest.mark.parametrize("columns", [70, 300])
+def test_x_in_place_and_packed_over_many_panels(make_config, contract, columns):
+    """Plain row-major x: read in place for few column panels, packed for many."""
+    (nest,) = _check(nn.matmul, [(20, 333), (333, columns)], contract, make_config)
+    assert nest.pack_x is (columns > 4 * nest.blocking.nr)
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
@@ -154,9 +165,13 @@ def test_split_finds_factors_and_axes():
 
 
 def test_blocking_from_caches():
-    b = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, l1d=48 * 1024, l2=1024 * 1024)
+    caches = {"l1d": 48 * 1024, "l2": 1024 * 1024, "l3": 32 * 1024 * 1024}
+    b = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, **caches)
     assert (b.mr, b.nr) == (6, 64)
-    assert b.kc == 256 and b.mc % 6 == 0 and b.nc % 64 == 0
-    assert b.mc * b.kc * 4 <= 1024 * 1024 // 4 and b.kc * b.nc * 4 <= 1024 * 1024
-    small = choose_blocking(rows=40, columns=4096, fold=64, lanes=16, l1d=48 * 1024, l2=1024 * 1024)
+    assert b.kc == 256 and b.mc % 6 == 0 and b.nc == 4096  # the whole width: x's row block packed once
+    assert b.mc * b.kc * 4 <= 1024 * 1024 // 4 and b.kc * b.nc * 4 <= 32 * 1024 * 1024 // 4
+    narrow_l3 = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, l1d=48 * 1024, l2=1024 * 1024,
+                                l3=4 * 1024 * 1024)
+    assert narrow_l3.nc == 1024
+    small = choose_blocking(rows=40, columns=4096, fold=64, lanes=16, **caches)
     assert small.kc == 64 and small.column_groups > 1  # few row blocks: columns are split among items

@@ -177,7 +177,8 @@ class _ContractionWriter:
         vectors = nr // lanes
         k_total = nest.fold_points
         out = self.out_view.pointer
-        self.emit(depth, "const float *wf_xpp = wf_xp + wf_ir * wf_kc;")
+        if nest.pack_x:
+            self.emit(depth, "const float *wf_xpp = wf_xp + wf_ir * wf_kc;")
         self.emit(depth, f"const long wf_nrows = wfc_minl({mr}, wf_mc - wf_ir);")
         self.emit(depth, f"const int wf_full = wf_nrows == {mr} && wf_ncols == {nr};")
         self.emit(depth, f"const int wf_last = wf_pc + wf_kc == {k_total};")
@@ -188,6 +189,12 @@ class _ContractionWriter:
             env = {**self.batch_env(), **names, nest.column_axis: "wf_n0"}
             rows.append(f"wf_o{r}")
             self.emit(depth, f"float *wf_o{r} = (float *)&{out}[{self.out_address(env)}];")
+            if not nest.pack_x:  # x read in place: its row r from the fold block's first step
+                fold = self.kernel.fold_axes[0].name
+                x_view = self.views[nest.x_factor.buffer]
+                renderer = self.renderer(depth, {**env, fold: "wf_pc"})
+                address = renderer.address(x_view, nest.x_factor.index)
+                self.emit(depth, f"const float *wf_xr{r} = (const float *)&{x_view.pointer}[{address}];")
         self.emit(depth, f"float *wf_orow[{mr}] = {{{', '.join(rows)}}}; (void)wf_orow;")
         acc = [[f"wf_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
         for r in range(mr):
@@ -209,12 +216,14 @@ class _ContractionWriter:
         self.emit(depth, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
         inner = depth + 1
         self.emit(inner, f"const float *wf_yk = wf_ypp + wf_kk * {nr};")
-        self.emit(inner, f"const float *wf_xk = wf_xpp + wf_kk * {mr};")
+        if nest.pack_x:
+            self.emit(inner, f"const float *wf_xk = wf_xpp + wf_kk * {mr};")
         ys = [f"wf_y{v}" for v in range(vectors)]
         for v, y in enumerate(ys):
             self.emit(inner, f"const wf_vf {y} = wfc_load_f(wf_yk + {v * lanes});")
         for r in range(mr):
-            self.emit(inner, f"const wf_vf wf_x{r} = wfc_splat_f(wf_xk[{r}]);")
+            source = f"wf_xk[{r}]" if nest.pack_x else f"wf_xr{r}[wf_kk]"
+            self.emit(inner, f"const wf_vf wf_x{r} = wfc_splat_f({source});")
             for v, y in enumerate(ys):
                 if nest.fma:
                     self.emit(inner, f"{acc[r][v]} = {acc[r][v]} + wf_x{r} * {y};")
@@ -276,7 +285,8 @@ class _ContractionWriter:
             self.emit(d, "#pragma omp parallel")
         self.emit(d, "{")
         d += 1
-        self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {b.kc * b.mc * 4});")
+        if nest.pack_x:
+            self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {b.kc * b.mc * 4});")
         self.emit(d, f"for (long wf_bt = 0; wf_bt < {nest.batch_points}; wf_bt++) {{")
         d += 1
         if nest.batch_axes:
@@ -299,7 +309,8 @@ class _ContractionWriter:
         self.emit(d, f"const long wf_ic = (wf_it / {groups}) * {b.mc};")
         self.emit(d, f"const long wf_jg = wf_it % {groups};")
         self.emit(d, f"const long wf_mc = wfc_minl({b.mc}, {m} - wf_ic);")
-        self.pack_x(d)
+        if nest.pack_x:
+            self.pack_x(d)
         self.emit(d, f"const long wf_per = (wf_npanels + {groups - 1}) / {groups};")
         self.emit(d, "const long wf_jp_end = wfc_minl(wf_npanels, (wf_jg + 1) * wf_per);")
         self.emit(d, "for (long wf_jp = wf_jg * wf_per; wf_jp < wf_jp_end; wf_jp++) {")
@@ -315,7 +326,8 @@ class _ContractionWriter:
         for _ in range(3):  # fold blocks, column panels, batch points
             d -= 1
             self.emit(d, "}")
-        self.emit(d, "free(wf_xp);")
+        if nest.pack_x:
+            self.emit(d, "free(wf_xp);")
         d -= 1
         self.emit(d, "}")
         self.emit(d, "free(wf_yp);")

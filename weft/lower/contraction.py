@@ -52,6 +52,7 @@ from weft.ir import (
     Const,
     DType,
     Expr,
+    IndexOf,
     Kernel,
     Load,
     Unary,
@@ -59,6 +60,7 @@ from weft.ir import (
     expr_axes,
     expr_loads,
 )
+from weft.lower.access import address_step
 from weft.lower.nest import AxisRange, BufferView
 
 # Placeholders inside ``term`` and ``epilogue``: the packed factor values and the sum.
@@ -85,17 +87,22 @@ MIN_ROWS = 2
 MIN_COLUMNS_VECTORS = 1
 MIN_FOLD = 4
 
+# Up to this many nr-wide column panels, x is read in place when it can be (one load,
+# unit-stride along the single fold axis): packing it would cost a pass over x per use
+# that only this many micro-panels share (attention's probabilities x V has one panel).
+DIRECT_X_MAX_PANELS = 4
+
 # Row blocks handed out per batch point and column block: enough that two threads
 # (or a thread sharing its core) balance.
 TARGET_ITEMS = 8
 
 
 @functools.lru_cache(maxsize=1)
-def _cache_sizes() -> tuple[int, int]:
+def _cache_sizes() -> tuple[int, int, int]:
     from weft.cost.machine import cache_sizes
 
     sizes = cache_sizes()
-    return sizes.get("l1d") or 48 * 1024, sizes.get("l2") or 1024 * 1024
+    return sizes.get("l1d") or 48 * 1024, sizes.get("l2") or 1024 * 1024, sizes.get("l3") or 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,14 +119,16 @@ class Blocking:
     column_groups: int
 
 
-def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int) -> Blocking:
+def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int, l3: int) -> Blocking:
     """From the cache sizes (BLIS's analytic rules, simplified):
 
     - kc: an ``mr x kc`` micro-panel of x takes at most an eighth of L1 (it is read once
       per micro-tile while y's micro-panel streams);
     - mc: the packed ``mc x kc`` row block of x takes at most a quarter of L2, and at
       least TARGET_ITEMS row blocks exist when the rows allow it;
-    - nc: the shared ``kc x nc`` panel of y fits in L2.
+    - nc: the shared ``kc x nc`` panel of y takes at most a quarter of L3 (each nr-wide
+      micro-panel of it stays in L1/L2 while every micro-tile of the row block uses it); a
+      wide panel means x's row block is packed fewer times (once per column panel).
     """
     mr, nr = MICRO_ROWS, MICRO_VECTORS.get(lanes, 2) * lanes
     kc = max(16, (l1d // (mr * 4 * 8)) // 16 * 16)
@@ -127,7 +136,7 @@ def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2
     mc_cache = max(mr, (l2 // 4 // (kc * 4)) // mr * mr)
     per_item = -(-rows // TARGET_ITEMS)
     mc = min(mc_cache, -(-per_item // mr) * mr)
-    nc = max(nr, (l2 // (kc * 4)) // nr * nr)
+    nc = max(nr, (l3 // 4 // (kc * 4)) // nr * nr)
     nc = min(nc, -(-columns // nr) * nr)
     row_blocks = -(-rows // mc)
     panels = -(-nc // nr)
@@ -160,6 +169,7 @@ class ContractionNest:
     parallel: bool
     fma: bool = False
     scale: float = 1.0
+    pack_x: bool = True  # False: x is one unit-stride load along the fold, read in place (few column panels)
     epilogue: Expr | None = None
     output: str = ""
     members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
@@ -203,8 +213,9 @@ class ContractionNest:
         batch = f"{self.batch_points} x " if self.batch_axes else ""
         kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
         tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
+        packing = "x, y packed" if self.pack_x else "y packed, x in place"
         text = (f"{self.name}: contraction microkernel {batch}{self.rows}x{self.columns}x{self.fold_points} "
-                f"(rows {'*'.join(self.row_axes)}, columns {self.column_axis}); tile {b.mr}x{b.nr}, {kind}; "
+                f"(rows {'*'.join(self.row_axes)}, columns {self.column_axis}); tile {b.mr}x{b.nr}, {kind}; {packing}; "
                 f"kc {b.kc}, mc {b.mc}, nc {b.nc}{tail}; {'parallel' if self.parallel else 'serial'}")
         return text.replace("*/", "* /")
 
@@ -280,6 +291,22 @@ def split_contraction(kernel: Kernel, views: dict[str, BufferView]):
     return x, y, term, rows, column, batch
 
 
+def _plain_index(index) -> bool:
+    """No gather (``IndexOf``) anywhere in an index expression."""
+    if isinstance(index, IndexOf):
+        return False
+    return all(_plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
+
+
+def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) -> bool:
+    """x is a single plain load whose address steps by one element per fold step."""
+    if not isinstance(x, Load) or x.padding is not None or len(kernel.fold_axes) != 1:
+        return False
+    if not all(_plain_index(index) for index in x.index):
+        return False
+    return address_step(x, views[x.buffer].strides, kernel.fold_axes[0].name) == 1
+
+
 def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, contract: str,
                       parallel_min_work: int) -> ContractionNest | None:
     """The microkernel nest for ``kernel``, or None when it is not a contraction it serves."""
@@ -295,20 +322,20 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
     n, k = extents[column], math.prod(a.extent for a in kernel.fold_axes)
     if m < MIN_ROWS or n < MIN_COLUMNS_VECTORS * lanes or k < MIN_FOLD:
         return None
-    l1d, l2 = _cache_sizes()
-    blocking = choose_blocking(m, n, k, lanes, l1d, l2)
+    blocking = choose_blocking(m, n, k, lanes, *_cache_sizes())
     fma = contract == "inference"  # the body is a product of the factors and constants
     scale = 1.0
     if fma:
         for leaf in _product_leaves(kernel.body):
             if isinstance(leaf, Const):
                 scale *= float(leaf.value)
+    pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     touched = dict.fromkeys((kernel.output, *kernel.reads))
     work = m * n * k * math.prod(extents[a] for a in batch)
     return ContractionNest(
         kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
-        parallel=work >= parallel_min_work, fma=fma, scale=scale, output=kernel.output, members=(kernel.output,),
+        parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, output=kernel.output, members=(kernel.output,),
         ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
     )
 
