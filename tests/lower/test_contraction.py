@@ -93,12 +93,12 @@ def test_fold_blocks_reload_partial_sums(make_config, contract):
 
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_batched_heads_and_permuted_operand(make_config, contract):
-    """q @ k^T per head, k read through a permute: batch axes iterate, y packs the view."""
+    """q @ k^T per head, k read through a permute: threads take whole heads, y packs the view."""
     def fn(q, k):
         return nn.matmul(q, nn.permute(k, 0, 2, 3, 1))
 
-    (nest,) = _check(fn, [(2, 3, 17, 8), (2, 21, 3, 8)], contract, make_config)
-    assert nest.batch_points == 6
+    (nest,) = _check(fn, [(2, 5, 17, 8), (2, 21, 5, 8)], contract, make_config)
+    assert nest.batch_points == 10 and nest.blocking.parallel_batches
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
@@ -169,9 +169,11 @@ def test_blocking_from_caches():
     b = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, **caches)
     assert (b.mr, b.nr) == (6, 64)
     assert b.kc == 256 and b.mc % 6 == 0 and b.nc == 4096  # the whole width: x's row block packed once
-    assert b.mc * b.kc * 4 <= 1024 * 1024 // 4 and b.kc * b.nc * 4 <= 32 * 1024 * 1024 // 4
+    assert b.mc * b.kc * 4 <= 1024 * 1024 // 4 and 1024 * b.nc * 4 <= 32 * 1024 * 1024 // 2
     narrow_l3 = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, l1d=48 * 1024, l2=1024 * 1024,
                                 l3=4 * 1024 * 1024)
-    assert narrow_l3.nc == 1024
+    assert narrow_l3.nc == 512 and not narrow_l3.parallel_batches
+    heads = choose_blocking(rows=576, columns=64, fold=576, lanes=16, batches=144, **caches)
+    assert heads.parallel_batches and heads.nc == 64 and heads.column_groups == 1
     small = choose_blocking(rows=40, columns=4096, fold=64, lanes=16, **caches)
     assert small.kc == 64 and small.column_groups > 1  # few row blocks: columns are split among items

@@ -3,16 +3,19 @@
 The nest's data says what to pack, how big each block is and which terms to add;
 this module only writes it out::
 
-    float *wf_yp = aligned_alloc(...);                 /* shared column panel: kc x nc */
+    float *wf_yp = aligned_alloc(...);                 /* shared column panel: K x nc */
     #pragma omp parallel
     { float *wf_xp = aligned_alloc(...);               /* this thread's row block: mc x kc */
-      for batch point, column panel jc, fold block pc:
-        #pragma omp for         pack y into nr-wide micro-panels            (barrier)
-        #pragma omp for dynamic for each row block (x column groups):
-            pack x rows into mr-row micro-panels
+      for batch point, column panel jc:
+        #pragma omp for         pack y (every fold step) into nr-wide micro-panels  (barrier)
+        #pragma omp for dynamic for each row block (x column groups), each fold block pc:
+            pack x rows into mr-row micro-panels (or read x in place)
             for each nr micro-panel, each mr rows: mr x nr/lanes vector accumulators,
                 kc steps of (broadcast x) * (y vectors), epilogue on the tile, store
     }
+
+With many batch points (attention's heads) each thread takes whole batch points
+with its own y panel instead: no barrier at all.
 
 Strict renders each term as the body's operations (no FMA: ``-ffp-contract=off``) and
 adds it to its own accumulator; partial sums between fold blocks wait in the output.
@@ -97,16 +100,17 @@ class _ContractionWriter:
         )
 
     def pack_y(self, depth: int) -> None:
-        """One nr-wide micro-panel ``wf_jp`` of y: ``wf_yp[jp][kk][nr]`` (zeros past the columns)."""
+        """One nr-wide micro-panel ``wf_jp`` of y over every fold step: ``wf_yp[jp][k][nr]``
+        (zeros past the columns)."""
         nest, b = self.nest, self.nest.blocking
-        lanes, nr, n = nest.lanes, b.nr, nest.columns
+        lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
-        self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr} * wf_kc;")
+        self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
         if self.column_contiguous():
             self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
-            self.emit(depth + 1, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
-            env = {**self.batch_env(), **self.fold_env(depth + 2, "wf_pc + wf_kk")}
+            self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+            env = {**self.batch_env(), **self.fold_env(depth + 2, "wf_kk")}
             renderer = self.renderer(depth + 2, env, column)
             for v in range(nr // lanes):
                 renderer.env = {**env, column: f"wf_nb + {v * lanes}"}
@@ -117,14 +121,14 @@ class _ContractionWriter:
             depth += 1
         self.emit(depth, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++) {{")
         self.emit(depth + 1, f"if (wf_nb + wf_cc < {n}) {{")
-        self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
-        env = {**self.batch_env(), **self.fold_env(depth + 3, "wf_pc + wf_kk"), column: "wf_nb + wf_cc"}
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+        env = {**self.batch_env(), **self.fold_env(depth + 3, "wf_kk"), column: "wf_nb + wf_cc"}
         renderer = self.renderer(depth + 3, env)
         value = renderer.render(nest.y_factor)
         renderer.emit(f"wf_dst[wf_kk * {nr} + wf_cc] = {value.code};")
         self.emit(depth + 2, "}")
         self.emit(depth + 1, "} else {")
-        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) wf_dst[wf_kk * {nr} + wf_cc] = 0.0f;")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) wf_dst[wf_kk * {nr} + wf_cc] = 0.0f;")
         self.emit(depth + 1, "}")
         self.emit(depth, "}")
         if self.column_contiguous():
@@ -275,18 +279,25 @@ class _ContractionWriter:
     def write(self, indent: int) -> None:
         nest, b = self.nest, self.nest.blocking
         n, k_total, m = nest.columns, nest.fold_points, nest.rows
+        shared = nest.parallel and not b.parallel_batches  # threads share y's panel (barriers)
+        groups = b.column_groups if shared else 1
         row_blocks = -(-m // b.mc)
-        groups = b.column_groups
+        y_bytes = k_total * b.nc * 4
         d = indent
         self.emit(d, f"{{ /* member {nest.name}: {nest.describe()} */")
         d += 1
-        self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {b.kc * b.nc * 4});")
+        if shared:
+            self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
         if nest.parallel:
             self.emit(d, "#pragma omp parallel")
         self.emit(d, "{")
         d += 1
+        if not shared:
+            self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
         if nest.pack_x:
             self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {b.kc * b.mc * 4});")
+        if nest.parallel and b.parallel_batches:
+            self.emit(d, "#pragma omp for schedule(dynamic, 1)")
         self.emit(d, f"for (long wf_bt = 0; wf_bt < {nest.batch_points}; wf_bt++) {{")
         d += 1
         if nest.batch_axes:
@@ -294,43 +305,44 @@ class _ContractionWriter:
         self.emit(d, f"for (long wf_jc = 0; wf_jc < {n}; wf_jc += {b.nc}) {{")
         d += 1
         self.emit(d, f"const long wf_npanels = (wfc_minl({b.nc}, {n} - wf_jc) + {b.nr - 1}) / {b.nr};")
-        self.emit(d, f"for (long wf_pc = 0; wf_pc < {k_total}; wf_pc += {b.kc}) {{")
-        d += 1
-        self.emit(d, f"const long wf_kc = wfc_minl({b.kc}, {k_total} - wf_pc);")
-        if nest.parallel:
+        if shared:
             self.emit(d, "#pragma omp for schedule(static)")
         self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
         self.pack_y(d + 1)
         self.emit(d, "}")
-        if nest.parallel:
+        if shared:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")
         self.emit(d, f"for (long wf_it = 0; wf_it < {row_blocks * groups}; wf_it++) {{")
         d += 1
         self.emit(d, f"const long wf_ic = (wf_it / {groups}) * {b.mc};")
         self.emit(d, f"const long wf_jg = wf_it % {groups};")
         self.emit(d, f"const long wf_mc = wfc_minl({b.mc}, {m} - wf_ic);")
-        if nest.pack_x:
-            self.pack_x(d)
         self.emit(d, f"const long wf_per = (wf_npanels + {groups - 1}) / {groups};")
         self.emit(d, "const long wf_jp_end = wfc_minl(wf_npanels, (wf_jg + 1) * wf_per);")
+        self.emit(d, f"for (long wf_pc = 0; wf_pc < {k_total}; wf_pc += {b.kc}) {{")
+        d += 1
+        self.emit(d, f"const long wf_kc = wfc_minl({b.kc}, {k_total} - wf_pc);")
+        if nest.pack_x:
+            self.pack_x(d)
         self.emit(d, "for (long wf_jp = wf_jg * wf_per; wf_jp < wf_jp_end; wf_jp++) {")
-        self.emit(d + 1, f"const float *wf_ypp = wf_yp + wf_jp * {b.nr} * wf_kc;")
+        self.emit(d + 1, f"const float *wf_ypp = wf_yp + wf_jp * {b.nr * k_total} + wf_pc * {b.nr};")
         self.emit(d + 1, f"const long wf_n0 = wf_jc + wf_jp * {b.nr};")
         self.emit(d + 1, f"const long wf_ncols = wfc_minl({b.nr}, {n} - wf_n0);")
         self.emit(d + 1, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
         self.micro_tile(d + 2)
         self.emit(d + 1, "}")
         self.emit(d, "}")
-        d -= 1
-        self.emit(d, "}")  # row blocks
-        for _ in range(3):  # fold blocks, column panels, batch points
+        for _ in range(4):  # fold blocks, row blocks, column panels, batch points
             d -= 1
             self.emit(d, "}")
         if nest.pack_x:
             self.emit(d, "free(wf_xp);")
+        if not shared:
+            self.emit(d, "free(wf_yp);")
         d -= 1
         self.emit(d, "}")
-        self.emit(d, "free(wf_yp);")
+        if shared:
+            self.emit(d, "free(wf_yp);")
         d -= 1
         self.emit(d, "}")
 

@@ -18,11 +18,13 @@ Axes of the output, before/after (vit-block's fc1 over a (1, 72, 72, 1024) input
 so a linear over (B, T, C) is one GEMM over all leading axes, not B GEMMs; axes
 both factors depend on (attention's batch and heads) are batch axes, iterated.
 
-Loop structure (BLIS's five loops; the parallel loop is over row blocks)::
+Loop structure (BLIS's loops; the parallel loop is over row blocks, or over
+batch points when there are many)::
 
-    for batch point:  for jc in N by nc:  for pc in K by kc:
-        pack y[jc:jc+nc, pc:pc+kc] into nr-wide micro-panels          (threads share it)
-        for row block ic in M by mc (parallel):  pack x[ic:ic+mc, pc:pc+kc] into mr-row micro-panels
+    for batch point:  for jc in N by nc:
+        pack y[jc:jc+nc, all k] into nr-wide micro-panels                (threads share it)
+        for row block ic in M by mc (parallel):  for pc in K by kc:
+            pack x[ic:ic+mc, pc:pc+kc] into mr-row micro-panels
             for jr in nc by nr:  for ir in mc by mr:  mr x nr accumulators over kc steps
 
 Strict: one accumulator per output, terms added in the oracle's order (``k``
@@ -92,6 +94,9 @@ MIN_FOLD = 4
 # that only this many micro-panels share (attention's probabilities x V has one panel).
 DIRECT_X_MAX_PANELS = 4
 
+# Batch points at which threads take whole batch points (attention's heads): no barrier at all.
+BATCH_PARALLEL_MIN = 8
+
 # Row blocks handed out per batch point and column block: enough that two threads
 # (or a thread sharing its core) balance.
 TARGET_ITEMS = 8
@@ -107,9 +112,9 @@ def _cache_sizes() -> tuple[int, int, int]:
 
 @dataclass(frozen=True, slots=True)
 class Blocking:
-    """Panel sizes: ``kc`` fold steps per packed block, ``mc`` rows per packed row block
-    (a multiple of ``mr``), ``nc`` columns per shared column panel (a multiple of ``nr``),
-    ``column_groups`` splits of a column panel among work items when rows are few."""
+    """Panel sizes: ``kc`` fold steps per packed block of x, ``mc`` rows per packed row block
+    (a multiple of ``mr``), ``nc`` columns per packed panel of y (a multiple of ``nr``, all
+    fold steps), ``column_groups`` splits of a column panel among work items when rows are few."""
 
     mr: int
     nr: int
@@ -117,27 +122,33 @@ class Blocking:
     mc: int
     nc: int
     column_groups: int
+    parallel_batches: bool = False  # threads take whole batch points, each with its own panels
 
 
-def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int, l3: int) -> Blocking:
+def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int, l3: int,
+                    batches: int = 1) -> Blocking:
     """From the cache sizes (BLIS's analytic rules, simplified):
 
     - kc: an ``mr x kc`` micro-panel of x takes at most an eighth of L1 (it is read once
       per micro-tile while y's micro-panel streams);
     - mc: the packed ``mc x kc`` row block of x takes at most a quarter of L2, and at
       least TARGET_ITEMS row blocks exist when the rows allow it;
-    - nc: the shared ``kc x nc`` panel of y takes at most a quarter of L3 (each nr-wide
-      micro-panel of it stays in L1/L2 while every micro-tile of the row block uses it); a
-      wide panel means x's row block is packed fewer times (once per column panel).
+    - nc: y is packed for the whole fold at once (``fold x nc``: one barrier per column
+      panel, not one per fold block: a thread that shares its core with another process
+      stalls every barrier); the panel takes at most half of L3, or, when batch points
+      run in parallel (each thread packs its own), at most L2.
     """
     mr, nr = MICRO_ROWS, MICRO_VECTORS.get(lanes, 2) * lanes
     kc = max(16, (l1d // (mr * 4 * 8)) // 16 * 16)
     kc = min(kc, fold)
     mc_cache = max(mr, (l2 // 4 // (kc * 4)) // mr * mr)
+    all_columns = -(-columns // nr) * nr
+    parallel_batches = batches >= BATCH_PARALLEL_MIN and fold * all_columns * 4 <= l2
+    if parallel_batches:
+        return Blocking(mr, nr, kc, min(mc_cache, -(-rows // mr) * mr), all_columns, 1, True)
     per_item = -(-rows // TARGET_ITEMS)
     mc = min(mc_cache, -(-per_item // mr) * mr)
-    nc = max(nr, (l3 // 4 // (kc * 4)) // nr * nr)
-    nc = min(nc, -(-columns // nr) * nr)
+    nc = min(all_columns, max(nr, (l3 // 2 // (fold * 4)) // nr * nr))
     row_blocks = -(-rows // mc)
     panels = -(-nc // nr)
     column_groups = 1 if row_blocks >= TARGET_ITEMS else min(panels, -(-TARGET_ITEMS // row_blocks))
@@ -322,7 +333,8 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
     n, k = extents[column], math.prod(a.extent for a in kernel.fold_axes)
     if m < MIN_ROWS or n < MIN_COLUMNS_VECTORS * lanes or k < MIN_FOLD:
         return None
-    blocking = choose_blocking(m, n, k, lanes, *_cache_sizes())
+    batches = math.prod(extents[a] for a in batch)
+    blocking = choose_blocking(m, n, k, lanes, *_cache_sizes(), batches=batches)
     fma = contract == "inference"  # the body is a product of the factors and constants
     scale = 1.0
     if fma:
@@ -331,7 +343,7 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
                 scale *= float(leaf.value)
     pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     touched = dict.fromkeys((kernel.output, *kernel.reads))
-    work = m * n * k * math.prod(extents[a] for a in batch)
+    work = m * n * k * batches
     return ContractionNest(
         kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
