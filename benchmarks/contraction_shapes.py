@@ -1,5 +1,8 @@
 """Contraction records of ``benchmarks/backend.py``: the shapes of real workloads.
 
+A third arm, "plain nest", lowers the same plan without the microkernel (the
+register-blocked nest used before it), so before and after are timed side by side.
+
 Each shape is traced through ``weft.nn`` exactly as the workload reads it (a linear
 over window-partition views, over permuted attention heads, with PyTorch's (out, in)
 weights) and compiled unfused; NumPy computes the same product on contiguous
@@ -129,6 +132,22 @@ def qwen_cases(hidden: int = 896, kv: int = 128, mlp: int = 4864):
     return cases
 
 
+def compile_plain_nest(plan, contract: str, threads: int):
+    """The same plan lowered without the microkernel (the plain register-blocked nest Weft used
+    before it): the 'before' arm, compiled through the same stages as ``weft.compile``."""
+    from weft.codegen.cpu import cpu_features, lanes_for
+    from weft.compile import CompiledPlan, build, plan_arena, render_source
+    from weft.config import config_from_env
+    from weft.lower.schedule import Target, lower_plan
+
+    config = config_from_env(contract=contract, threads=threads)
+    target = Target(lanes=lanes_for(cpu_features()), contract=contract, microkernel=False)
+    lowered = lower_plan(plan, None, target)
+    arena = plan_arena(plan, lowered)
+    artifact = build(render_source(plan, lowered, arena), config.cc, config.cache_dir, config.contract)
+    return CompiledPlan(plan, config, lowered, arena, artifact)
+
+
 def contraction_shape_records(threads: int, blocks: int, interleaved, quick: bool = False) -> list[dict]:
     """Weft (Inference and Strict) beside NumPy on each shape, interleaved, at ``threads``."""
     import weft
@@ -147,6 +166,8 @@ def contraction_shape_records(threads: int, blocks: int, interleaved, quick: boo
             nests = [n for f in compiled.lowered.functions for n in f.nests]
             served[contract] = "; ".join(n.describe() for n in nests)
             microkernel = any(isinstance(n, ContractionNest) for n in nests)
+        if microkernel:
+            calls["weft plain nest (inference)"] = compile_plain_nest(plan, "inference", threads).prepare(*arrays)
         calls["numpy"] = lambda fn=numpy_fn, a=numpy_arrays: fn(*a)
         timing = interleaved(calls, blocks, 0.2)
         medians = timing["median_s"]
@@ -175,13 +196,17 @@ def print_shape_records(records: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title="Contractions of real workloads (Weft unfused vs NumPy, interleaved)", title_justify="left")
-    for column in ("shape", "thr", "weft inference", "weft strict", "numpy", "inf/np", "strict/np", "spread"):
+    for column in ("shape", "thr", "weft inference", "weft strict", "plain nest (before)", "numpy", "inf/np",
+                   "strict/np", "spread"):
         table.add_column(column)
     for r in records:
         def cell(arm, r=r):
+            if arm not in r["median_s"]:
+                return "-"
             return (f"{r['median_s'][arm] * 1e3:.2f} ms {r['gflop_per_s'][arm]:.0f} GF/s "
                     f"({r['fraction_of_fma_peak'][arm]:.0%} pk)")
-        table.add_row(r["record"], str(r["threads"]), cell("weft inference"), cell("weft strict"), cell("numpy"),
+        table.add_row(r["record"], str(r["threads"]), cell("weft inference"), cell("weft strict"),
+                      cell("weft plain nest (inference)"), cell("numpy"),
                       f"{r['ratio_to_numpy']['weft inference']:.2f}x", f"{r['ratio_to_numpy']['weft strict']:.2f}x",
                       f"{r['spread']:.1%}")
     Console(width=190).print(table)
