@@ -34,12 +34,12 @@ def _contraction_nests(compiled):
 
 
 def _check(fn, shapes, contract, make_config, fusion="off", expect_nests=1, expect_epilogue=False, seed=0,
-           nan_at=None):
+           nan_at=None, lanes=None):
     plan = weft.trace(fn, *[weft.spec(s) for s in shapes], name="case")
     arrays = _arrays(shapes, seed)
     if nan_at is not None:
         arrays[0][nan_at] = np.nan
-    compiled = weft.compile(plan, config=make_config(contract, fusion=fusion))
+    compiled = weft.compile(plan, config=make_config(contract, fusion=fusion), lanes=lanes)
     nests = _contraction_nests(compiled)
     assert len(nests) == expect_nests, compiled.describe()
     if expect_epilogue:
@@ -157,6 +157,18 @@ def test_epilogue_scale_with_many_fold_blocks(make_config, contract):
 
     (nest,) = _check(fn, [(9, 600), (600, 70)], contract, make_config, fusion="greedy", expect_epilogue=True)
     assert nest.fold_points > nest.blocking.kc
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+@pytest.mark.parametrize("lanes", [8, 4])
+def test_narrower_vectors(make_config, contract, lanes):
+    """AVX2 / SSE-NEON widths: a 6 x 2-vector tile, same packing, same bytes."""
+    def fn(x, w, b):
+        return nn.gelu(nn.linear(x, w, b))
+
+    (nest,) = _check(fn, [(4, 9, 37), (29, 37), (29,)], contract, make_config, fusion="greedy",
+                     expect_epilogue=True, lanes=lanes)
+    assert nest.blocking.nr == 2 * lanes
 
 
 def test_split_finds_factors_and_axes():
