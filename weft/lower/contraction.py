@@ -42,6 +42,7 @@ nest then writes ``output`` (the tail's last member) instead of the contraction.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -342,6 +343,8 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
             if isinstance(leaf, Const):
                 scale *= float(leaf.value)
     pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
+    if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
+        blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
     touched = dict.fromkeys((kernel.output, *kernel.reads))
     work = m * n * k * batches
     return ContractionNest(
