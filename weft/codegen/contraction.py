@@ -295,7 +295,8 @@ class _ContractionWriter:
         if not shared:
             self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
         if nest.pack_x:
-            self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {b.kc * b.mc * 4});")
+            x_bytes = -(-b.kc * b.mc * 4 // 64) * 64  # aligned_alloc wants a multiple of the alignment
+            self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {x_bytes});")
         if nest.parallel and b.parallel_batches:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")
         self.emit(d, f"for (long wf_bt = 0; wf_bt < {nest.batch_points}; wf_bt++) {{")
