@@ -234,7 +234,6 @@ class _ContractionWriter:
                 else:
                     self.emit(inner, f"{acc[r][v]} = {acc[r][v]} + {term_code(nest.term, f'wf_x{r}', y)};")
         self.emit(depth, "}")
-        finishing = nest.epilogue is not None or (nest.fma and nest.scale != 1.0)
         if nest.fma and nest.scale != 1.0:
             scale = c_literal(nest.scale, DType.FLOAT32)
             self.emit(depth, "if (wf_last) {")
@@ -272,7 +271,6 @@ class _ContractionWriter:
             self.emit(depth + 2, "}")
             self.emit(depth + 1, "}")
         self.emit(depth, "}")
-        del finishing
 
     # ------------------------------------------------------------------ the whole nest
 
