@@ -35,6 +35,7 @@ from weft.compose.regions import Region
 from weft.errors import CompileError
 from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
 from weft.lower.access import Access, load_access, row_major_strides
+from weft.lower.contraction_epilogue import lower_contraction_region
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
@@ -416,6 +417,9 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
     if region.tile_axis is None:
         return f"{region.anchor} has no output axis to tile along"
     views = views if views is not None else default_views(plan)
+    if target.microkernel and lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                       target.contract, PARALLEL_MIN_WORK, lambda: "probe"):
+        return None
     if choose_tiling(plan, region, target.lanes) is not None:
         return None
     if online_lowering is not None:
@@ -475,7 +479,11 @@ def lower_partition(
     for region in partition.regions:
         function = None
         chosen = (tilings or {}).get(region.anchor)
-        if region.is_fused and online_lowering is not None and chosen is None:
+        if region.is_fused and target.microkernel:  # a contraction and its elementwise tail
+            function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                target.contract, PARALLEL_MIN_WORK,
+                                                lambda region=region: region_function_name(region, taken))
+        if function is None and region.is_fused and online_lowering is not None and chosen is None:
             function = online_lowering(plan, region, views, target, taken)
         if function is None and region.is_fused:
             function = lower_region(plan, region, views, target, taken, tile, chosen)
