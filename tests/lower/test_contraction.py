@@ -193,3 +193,37 @@ def test_blocking_from_caches():
     assert heads.parallel_batches and heads.nc == 64 and heads.column_groups == 1
     small = choose_blocking(rows=40, columns=4096, fold=64, lanes=16, **caches)
     assert small.kc == 64 and small.column_groups > 1  # few row blocks: columns are split among items
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
+def test_a_sum_used_as_a_gather_index_is_no_epilogue(make_config, contract):
+    """Found by the realistic random plans: a member that gathers at an index computed
+    from the contraction's sum cannot run on the register tile (it holds values, not
+    addresses); it once failed to render (KeyError 'wf.acc'). The region must still compile
+    and agree with the oracle."""
+    from weft.ir import (
+        Axis, AxisIndex, Binary, BinaryOp, Buffer, Cast, Combiner, Const, DType, Fold, IndexOf,
+        Kernel, Load, Plan, Role,
+    )
+
+    f32 = DType.FLOAT32
+    axes = (Axis("a0", 1), Axis("a1", 17), Axis("a2", 37))
+    at = tuple(AxisIndex(a.name) for a in axes)
+    product = Binary(BinaryOp.MUL, Load("x", (AxisIndex("a0"), AxisIndex("a1"), AxisIndex("k"))),
+                     Load("w", (AxisIndex("a2"), AxisIndex("k"))))
+    index = IndexOf(Cast(Binary(BinaryOp.MUL, Load("s", at), Const(3.0, f32)), DType.INT32))
+    plan = Plan(
+        buffers=(Buffer("x", (1, 17, 33), f32, Role.INPUT), Buffer("w", (37, 33), f32, Role.INPUT),
+                 Buffer("s", (1, 17, 37), f32, Role.INTERMEDIATE), Buffer("y", (1, 17, 37), f32, Role.OUTPUT)),
+        kernels=(Kernel("s", axes, product, Fold((Axis("k", 33),), Combiner.SUM)),
+                 Kernel("y", axes, Load("x", (index, AxisIndex("a1"), AxisIndex("a2")), padding=-2.5))),
+        inputs=("x", "w"), outputs=("y",), name="gather_at_sum",
+    )
+    arrays = _arrays([(1, 17, 33), (37, 33)])
+    compiled = weft.compile(plan, config=make_config(contract, fusion="greedy"))
+    assert all(n.epilogue is None for n in _contraction_nests(compiled)), compiled.describe()
+    got = compiled(*arrays)
+    if contract == "strict":
+        assert_strict_equal(got, run(plan, *arrays))
+    else:
+        assert_inference_close(got, outputs64(plan, *arrays))

@@ -20,34 +20,36 @@ from __future__ import annotations
 
 import dataclasses
 
-from weft.ir import AxisIndex, DType, Expr, Kernel, Load, Plan
+from weft.ir import AxisIndex, DType, Expr, IndexOf, Kernel, Load, Plan
 from weft.lower.contraction import ACC_BUFFER, ContractionNest, acc_at, lower_contraction
 from weft.lower.nest import BufferView, LoweredFunction
 
 
 def _inline(expr, kernel: Kernel, values: dict[str, Expr], names: dict[str, str]):
     """``kernel``'s body over the contraction's axes, with loads of earlier region members
-    replaced by their values; None if one is read anywhere but at this output point."""
+    replaced by their values; None if one is read anywhere but at this output point, or
+    inside a gather's index (the register tile holds values, not addresses)."""
     own_point = tuple(AxisIndex(axis.name) for axis in kernel.axes)
     failed = False
 
-    def walk(node):
+    def walk(node, in_index=False):
         nonlocal failed
         if isinstance(node, Load) and node.buffer in values:
-            if node.index != own_point or node.padding is not None:
+            if node.index != own_point or node.padding is not None or in_index:
                 failed = True
                 return node
             return values[node.buffer]  # already over the contraction's axes
         if isinstance(node, AxisIndex):
             return AxisIndex(names.get(node.axis, node.axis))
         if isinstance(node, tuple):
-            return tuple(walk(item) for item in node)
+            return tuple(walk(item, in_index) for item in node)
         if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            inside = in_index or isinstance(node, IndexOf)
             changes = {}
             for field in dataclasses.fields(node):
                 value = getattr(node, field.name)
                 if isinstance(value, tuple) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
-                    changes[field.name] = walk(value)
+                    changes[field.name] = walk(value, inside)
             return dataclasses.replace(node, **changes) if changes else node
         return node
 
