@@ -202,8 +202,21 @@ def test_a_sum_used_as_a_gather_index_is_no_epilogue(make_config, contract):
     addresses); it once failed to render (KeyError 'wf.acc'). The region must still compile
     and agree with the oracle."""
     from weft.ir import (
-        Axis, AxisIndex, Binary, BinaryOp, Buffer, Cast, Combiner, Const, DType, Fold, IndexOf,
-        Kernel, Load, Plan, Role,
+        Axis,
+        AxisIndex,
+        Binary,
+        BinaryOp,
+        Buffer,
+        Cast,
+        Combiner,
+        Const,
+        DType,
+        Fold,
+        IndexOf,
+        Kernel,
+        Load,
+        Plan,
+        Role,
     )
 
     f32 = DType.FLOAT32
