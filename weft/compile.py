@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from weft.arguments import arrange_inputs, bind_params, describe_value
 from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
-from weft.errors import ConfigError, InputError
-from weft.ir import Plan, verify
+from weft.errors import ConfigError, InputError, WeftError
+from weft.ir import Plan, Role, verify
 from weft.lower import Target, lower_plan
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
@@ -68,8 +69,10 @@ class Prepared:
 class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
-    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact) -> None:
+    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
+                 params: dict[str, np.ndarray] | None = None) -> None:
         self.plan = plan
+        self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
         self.lowered = lowered
         self.arena = arena
@@ -105,8 +108,19 @@ class CompiledPlan:
 
     # ------------------------------------------------------------------ calling
 
-    def _inputs(self, arrays) -> list[np.ndarray]:
-        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, arrays)]
+    @property
+    def members(self) -> tuple[tuple[str, ...], ...]:
+        """The members of each compiled function, in run order (the documented name)."""
+        return self.groups
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs a call takes (the plan's inputs less those bound with params=), in order."""
+        return tuple(name for name in self.plan.inputs if name not in self.params)
+
+    def _inputs(self, arrays, named=None) -> list[np.ndarray]:
+        ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named or {}, self.params)
+        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
@@ -140,31 +154,34 @@ class CompiledPlan:
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
-    def __call__(self, *arrays: np.ndarray, out=None):
+    def __call__(self, *arrays: np.ndarray, out=None, **named: np.ndarray):
         """Run the plan; returns one array or a tuple (as ``weft.oracle.run``).
 
-        Inputs are only read. With ``out=`` (an array or a tuple, one per distinct
-        output) results are written there instead of fresh arrays.
+        Inputs are given positionally in the plan's input order, by keyword (the
+        names ``weft.trace`` gave them; a pytree keyword names its leaves by path), or
+        both; inputs bound at compile time (``params=``) are not passed. Inputs are
+        only read. With ``out=`` (an array or a tuple, one per distinct output)
+        results are written there instead of fresh arrays.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(out, inputs)
         status = self.runner.run(pointer_array(inputs), pointer_array(outputs), self.config.threads)
         if status:
             raise self.gather_error(status)
         return self.results(outputs)
 
-    def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
+    def prepare(self, *arrays: np.ndarray, out=None, **named: np.ndarray) -> Prepared:
         """Bind inputs and preallocated outputs once; the returned callable runs only the C call."""
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         return Prepared(self, inputs, self._outputs(out, inputs))
 
-    def run_raw(self, *arrays: np.ndarray) -> None:
+    def run_raw(self, *arrays: np.ndarray, **named: np.ndarray) -> None:
         """Run into outputs allocated once and reused (see ``raw_outputs``); returns nothing.
 
         For timing loops that should measure the C call, not allocation. ``prepare``
         also skips input validation on every call.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         if self._raw_outputs is None:
             self._raw_outputs = self._outputs(None, inputs)
         status = self.runner.run(pointer_array(inputs), pointer_array(self._raw_outputs), self.config.threads)
@@ -176,9 +193,9 @@ class CompiledPlan:
         """The outputs of the last ``run_raw`` (one array or a tuple), or None before it."""
         return None if self._raw_outputs is None else self.results(self._raw_outputs)
 
-    def profile(self, *arrays: np.ndarray, repeats: int = 1) -> list[tuple[str, tuple[str, ...], float]]:
+    def profile(self, *arrays: np.ndarray, repeats: int = 1, **named: np.ndarray) -> list[tuple[str, tuple[str, ...], float]]:
         """Seconds per call of each lowered function (name, members, seconds), from a timed runner."""
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(None, inputs)
         in_pointers, out_pointers = pointer_array(inputs), pointer_array(outputs)
         # one untimed run first: fresh outputs fault their pages in on first write
@@ -229,6 +246,34 @@ class CompiledPlan:
                 f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
 
 
+def check_plan_argument(plan: object) -> Plan:
+    """``weft.compile``'s first argument must be a traced Plan; say how to get one."""
+    if isinstance(plan, Plan):
+        return plan
+    if callable(plan):
+        name = getattr(plan, "__name__", type(plan).__name__)
+        raise WeftError(
+            f"weft.compile takes a traced plan, not the function {name}: trace it first with"
+            f" plan = weft.trace({name}, *specs) (one weft.spec(shape, dtype) per input), then weft.compile(plan)"
+        )
+    raise WeftError(f"weft.compile takes a plan from weft.trace(fn, *specs), got {describe_value(plan)}")
+
+
+def bind_compile_params(plan: Plan, params) -> dict[str, np.ndarray]:
+    """``params=`` of ``weft.compile``: inputs bound once (weights). Each must be an input
+    with its shape and dtype; when any are bound, every input traced as a param
+    (``weft.spec(..., param=True)``) must be among them."""
+    if params is None:
+        return {}
+    bound = bind_params(plan, params)
+    declared = [b.name for b in plan.buffers if b.role is Role.PARAM and b.name in plan.inputs]
+    missing = [name for name in declared if name not in bound]
+    if missing:
+        raise InputError(f"plan {plan.name}: params= leaves out {', '.join(missing)}, traced as params"
+                         " (weft.spec(..., param=True)); bind them too, or trace them as plain inputs")
+    return bound
+
+
 def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
@@ -238,6 +283,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     blas: bool | None = None,
     lanes: int | None = None,
     config: Config | None = None,
+    params: dict | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` to native code.
 
@@ -250,7 +296,12 @@ def compile(  # noqa: A001 - the public name is weft.compile
     come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
     AVX2, else 4); a narrower width is for experiments and tests.
+    ``params``: inputs bound now (``{name: array}``, or a nested dict named by path as
+    at trace time), copied once and not passed per call; a name that is not an
+    input, or a wrong shape or dtype, is an ``InputError``.
     """
+    plan = check_plan_argument(plan)
+    bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
     verify(plan)
@@ -266,7 +317,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     arena = plan_arena(plan, lowered)
     source = render_source(plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
-    return CompiledPlan(plan, config, lowered, arena, artifact)
+    return CompiledPlan(plan, config, lowered, arena, artifact, bound)
 
 
 __all__ = ["CompiledPlan", "Prepared", "compile"]

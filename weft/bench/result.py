@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,7 @@ def json_ready(value):
 def default_result_path(workload: str, labels: list[str]) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     arms = "-".join(label.replace("@", "t").replace("+", "_") for label in labels)
+    workload = re.sub(r"[^A-Za-z0-9_.-]+", "-", workload.replace(".py:", "-"))  # a program: model.py:build
     return DEFAULT_RESULTS_DIR / f"{workload}-{arms}-{stamp}.json"
 
 

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
         "explain",
         help="show anchors, candidate regions, the chosen regions, the rewrite and every member left unfused",
     )
-    parser.add_argument("workload", help="a workload name (see `weft workloads`)")
+    parser.add_argument("workload", help="a workload name (see `weft workloads`) or your program FILE.py:FUNCTION")
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
     parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
