@@ -54,6 +54,17 @@ def flatten(tree: object, prefix: str = "") -> list[tuple[str, object]]:
     return leaves
 
 
+def flatten_to(tree: object, prefix: str, names: Sequence[str] | set[str]) -> list[tuple[str, object]]:
+    """As ``flatten``, but a node whose path is one of ``names`` is a leaf (so a list
+    passed where an array belongs is reported as a list, not as its elements)."""
+    if prefix in names or not is_node(tree):
+        return [(prefix, tree)]
+    found: list[tuple[str, object]] = []
+    for key, value in _items(tree):
+        found += flatten_to(value, join_name(prefix, key), names)
+    return found
+
+
 def leaves(tree: object) -> list[object]:
     """The leaves of ``tree`` in flatten order, without names."""
     return [leaf for _, leaf in flatten(tree)]
@@ -108,7 +119,7 @@ def arrange_inputs(plan_name: str, names: Sequence[str], args: Sequence[object],
                          f"{len(positional)} positional arrays")
     given.update(zip(free, positional, strict=False))
     for key, value in kwargs.items():
-        for name, leaf in flatten(value, key):
+        for name, leaf in flatten_to(value, key, set(names)):
             if name in bound:
                 raise InputError(f"plan {plan_name}: input {name} was bound at compile time (params=); "
                                  "do not pass it again")
@@ -136,7 +147,7 @@ def bind_params(plan, params: Mapping[str, object]) -> dict[str, np.ndarray]:
         raise InputError(f"params= takes a dict of input name -> array, got {describe_value(params)}")
     inputs = plan.buffer_map()
     bound: dict[str, np.ndarray] = {}
-    for name, value in flatten(dict(params)):
+    for name, value in flatten_to(dict(params), "", set(plan.inputs)):
         if name not in plan.inputs:
             raise InputError(f"plan {plan.name}: params= names {name!r}, which is not an input; "
                              f"inputs: {', '.join(plan.inputs)}")
