@@ -27,6 +27,7 @@ from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.threads import BlasThreads, thread_pools_record
 
 
 def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
@@ -57,7 +58,7 @@ class Prepared:
         self._out = pointer_array(outputs)
 
     def __call__(self) -> None:
-        status = self.compiled.runner.run(self._in, self._out, self.compiled.config.threads)
+        status = self.compiled.run_native(self._in, self._out)
         if status:
             raise self.compiled.gather_error(status)
 
@@ -101,12 +102,21 @@ class CompiledPlan:
             "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
+        self.provenance["thread_pools"] = thread_pools_record(config.threads, self.provenance["blas"])
         self._raw_outputs: list[np.ndarray] | None = None
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
 
     # ------------------------------------------------------------------ calling
+
+    def run_native(self, in_pointers, out_pointers) -> int:
+        """One C call with every pool at ``config.threads``: OpenMP by the runner itself,
+        BLAS (when the plan calls it) limited for this call only (``weft.threads``)."""
+        if not self.provenance["blas"]:
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
+        with BlasThreads(self.config.threads):
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
 
     @property
     def members(self) -> tuple[tuple[str, ...], ...]:
@@ -165,7 +175,7 @@ class CompiledPlan:
         """
         inputs = self._inputs(arrays, named)
         outputs = self._outputs(out, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(outputs))
         if status:
             raise self.gather_error(status)
         return self.results(outputs)
@@ -184,7 +194,7 @@ class CompiledPlan:
         inputs = self._inputs(arrays, named)
         if self._raw_outputs is None:
             self._raw_outputs = self._outputs(None, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(self._raw_outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(self._raw_outputs))
         if status:
             raise self.gather_error(status)
 
@@ -199,12 +209,13 @@ class CompiledPlan:
         outputs = self._outputs(None, inputs)
         in_pointers, out_pointers = pointer_array(inputs), pointer_array(outputs)
         # one untimed run first: fresh outputs fault their pages in on first write
-        status = self.runner.run(in_pointers, out_pointers, self.config.threads)
+        status = self.run_native(in_pointers, out_pointers)
         if status:
             raise self.gather_error(status)
-        status, seconds = self.runner.run_profile(
-            in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
-        )
+        with BlasThreads(self.config.threads):
+            status, seconds = self.runner.run_profile(
+                in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
+            )
         if status:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=False)]

@@ -41,6 +41,17 @@ def weft_commit() -> dict:
     return {"commit": commit, "dirty": dirty}
 
 
+def thread_pools_outside_calls() -> list[dict]:
+    """Every thread pool loaded (OpenMP, BLAS) and its size between calls; each Weft
+    arm's ``thread_pools`` says what its calls ran at."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return []
+    keys = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer")
+    return [{key: pool.get(key) for key in keys} for pool in threadpool_info()]
+
+
 def provenance(profile, runners, extra: dict | None = None) -> dict:
     """BENCHMARKING.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
     record = {
@@ -62,6 +73,7 @@ def provenance(profile, runners, extra: dict | None = None) -> dict:
     }
     if "torch" in sys.modules:
         record["torch"] = sys.modules["torch"].__version__
+    record["thread_pools"] = thread_pools_outside_calls()
     record.update(extra or {})
     return record
 
