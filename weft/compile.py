@@ -19,7 +19,7 @@ from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
-from weft.config import Config, config_from_env
+from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.errors import ConfigError, InputError, WeftError
 from weft.ir import Plan, Role, verify
 from weft.lower import Target, lower_plan
@@ -117,11 +117,6 @@ class CompiledPlan:
             return self.runner.run(in_pointers, out_pointers, self.config.threads)
         with BlasThreads(self.config.threads):
             return self.runner.run(in_pointers, out_pointers, self.config.threads)
-
-    @property
-    def members(self) -> tuple[tuple[str, ...], ...]:
-        """The members of each compiled function, in run order (the documented name)."""
-        return self.groups
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -289,7 +284,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
     threads: int | None = None,
-    fusion: str = "off",
+    fusion: str = DEFAULT_FUSION,
     *,
     blas: bool | None = None,
     lanes: int | None = None,
@@ -300,7 +295,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
 
     ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
-    ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
+    ``threads``: threads of every pool a call drives, OpenMP and BLAS (None:
+    WEFT_THREADS or the CPU count).
+    ``fusion``: "off" (each member its own function; the default,
+    ``weft.config.DEFAULT_FUSION``) or "greedy" (the largest legal region per anchor).
     ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
     when SciPy is importable).
     ``config``: a complete ``Config`` (then ``contract``, ``threads`` and ``fusion``

@@ -123,11 +123,12 @@ def plot_result(console: Console, result: dict, profile, path: str) -> None:
     baseline = next(arm for arm in section["arms"] if arm["label"] == section["baseline"])
     if baseline["kind"] == "weft":
         from weft.compile import compile as weft_compile
+        from weft.config import DEFAULT_FUSION
 
         context = build_context(result["workload"], result["params"], result["settings"]["seed"],
                                 ",".join(result["stage"]) if result["stage"] else None)
         compiled = weft_compile(context.plan, contract=baseline["contract"], threads=baseline["threads"],
-                                fusion=baseline["fusion"] or "off")
+                                fusion=baseline["fusion"] or DEFAULT_FUSION)
         for name, group, seconds in compiled.profile(*context.arrays, repeats=3):
             work = group_work(context.plan, group)
             if seconds > 0:

@@ -15,7 +15,7 @@ import importlib
 
 from weft.compose.explain import explain_plan
 from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS
+from weft.config import CONTRACTS, DEFAULT_FUSION
 from weft.errors import WorkloadError
 
 
@@ -51,6 +51,9 @@ def run_explain(args: argparse.Namespace) -> int:
         weft.compile(plan, args.contract, threads=1, fusion=args.fusion).explain()
         return 0
     print(explain_plan(plan, policy=args.fusion, contract=args.contract).text())
+    if args.fusion == "off":
+        print(f"(fusion {args.fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
+              " greedy would fuse)")
     return 0
 
 
@@ -61,7 +64,8 @@ def register(subparsers) -> None:
     )
     parser.add_argument("workload", help="a workload name (see `weft workloads`) or your program FILE.py:FUNCTION")
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
-    parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
+    parser.add_argument("--fusion", choices=POLICIES, default=DEFAULT_FUSION,
+                        help=f"region policy (default: {DEFAULT_FUSION}, as weft.compile)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
     parser.add_argument("--lowering", action="store_true", help="also compile, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)
