@@ -86,10 +86,14 @@ def spec(shape: Sequence[int] | int, dtype: object = "float32", param: bool = Fa
     """
     if isinstance(shape, int | np.integer):
         shape = (int(shape),)
+    if hasattr(shape, "shape") and hasattr(shape, "dtype") and (
+            len(shape.shape) != 1 or not np.issubdtype(np.dtype(shape.dtype), np.integer)):
+        raise ShapeError(f"weft.spec takes a shape, got {describe_value(shape)}; for an array x pass"
+                         " weft.spec(x.shape, x.dtype)")
     try:
         dims = tuple(int(n) for n in shape)
     except TypeError:
-        raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {shape!r}") from None
+        raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {describe_value(shape)}") from None
     if any(n < 1 for n in dims):
         raise ShapeError(f"weft.spec: shape {dims} has an extent below 1; every extent must be >= 1")
     return Spec(dims, as_dtype(dtype), bool(param))
