@@ -36,3 +36,12 @@ def test_compiling_a_function_says_to_trace_it_first():
 
     with pytest.raises(WeftError, match=r"weft.trace\(my_function, \*specs\)"):
         weft.compile(my_function)
+
+
+def test_a_weight_where_normalized_shape_belongs_is_named_briefly():
+    def encoder(x, g, b):
+        return nn.layer_norm(x, g, b)
+
+    with pytest.raises(ShapeError, match=r"normalized_shape must be ints.*layer_norm\(x, weight=w, bias=b\)") as error:
+        weft.trace(encoder, weft.spec((4, 384)), weft.spec((384,)), weft.spec((384,)))
+    assert len(str(error.value)) < 300

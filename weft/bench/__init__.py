@@ -7,7 +7,7 @@
 ``run`` (a function) shadows the submodule ``weft.bench.run`` as an attribute;
 ``from weft.bench.run import ...`` still reaches the module.
 
-The method is BENCHMARKING.md; ``weft bench --help`` lists the arms.
+The method is docs/benchmarking.md; ``weft bench --help`` lists the arms.
 """
 
 from weft.bench.arms import ArmSpec, ArmUnavailable, BenchError, parse_arm, parse_arms

@@ -28,7 +28,7 @@ Examples:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "bench", help="compare arms of a workload: interleaved ABBA/BAAB, A/A control, verdicts",
-        description="Time arms of a workload side by side and judge them by the rule of BENCHMARKING.md.",
+        description="Time arms of a workload side by side and judge them by the rule of docs/benchmarking.md.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("workload", nargs="?", help="workload name (weft workloads lists them) or your program FILE.py:FUNCTION")

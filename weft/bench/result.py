@@ -53,7 +53,7 @@ def thread_pools_outside_calls() -> list[dict]:
 
 
 def provenance(profile, runners, extra: dict | None = None) -> dict:
-    """BENCHMARKING.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
+    """docs/benchmarking.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
     record = {
         "weft_version": weft.__version__,
         **weft_commit(),

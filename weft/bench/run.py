@@ -7,7 +7,7 @@ One section of a result is one timing of a set of arms on one plan::
     -> roofline of each arm (compulsory bytes / bandwidth vs FLOPs / peak)
 
 ``--stage`` adds a second section, the whole plan with the same arms, and the
-budget illustration between them (BENCHMARKING.md rule 6).
+budget illustration between them (docs/benchmarking.md rule 6).
 """
 
 from __future__ import annotations

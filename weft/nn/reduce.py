@@ -172,6 +172,9 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
 def _normalized_dims(op: str, x: Tensor, normalized_shape: int | Sequence[int] | None) -> int:
     if normalized_shape is None:
         return 1
+    if isinstance(normalized_shape, Tensor):
+        raise ShapeError(f"{op}: normalized_shape must be ints (as in PyTorch), got {normalized_shape!r}; pass the"
+                         f" weight by name: {op}(x, weight=w, bias=b) or {op}(x, {x.shape[-1]}, w, b)")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ShapeError(f"{op}: normalized_shape {shape} does not match the trailing dims of input {x.shape}")
