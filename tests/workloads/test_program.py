@@ -53,6 +53,10 @@ def wrong_inputs():
 
 def needs_size(tokens):
     return None
+
+
+def seeded(seed=0):
+    return None
 '''
 
 
@@ -106,8 +110,9 @@ def test_a_tuple_program_and_the_default_function_name(program):
 
 @pytest.mark.parametrize("reference_text, message", [
     ("{dir}/missing.py:build", "no such file"),
-    ("{path}:nonesuch", "nonesuch is not defined there; functions defined: build, needs_size, not_a_pair, pair"),
+    ("{path}:nonesuch", "nonesuch is not defined there; functions defined: build, needs_size, not_a_pair, pair, seeded"),
     ("{path}:needs_size", "parameter 'tokens' has no default"),
+    ("{path}:seeded", "parameter 'seed' is reserved"),
 ])
 def test_a_missing_file_or_function_is_a_clear_error(program, reference_text, message):
     with pytest.raises(WorkloadError, match=message.replace("(", r"\(")):

@@ -39,6 +39,7 @@ from weft.workloads.base import Workload
 
 DEFAULT_FUNCTION = "build"
 SETTABLE_TYPES = (bool, int, float, str)
+RESERVED_PARAMETERS = ("seed",)
 _CACHE_SIZE = 4  # (params -> built program) kept per workload: diagnose builds two sizes
 
 
@@ -109,6 +110,9 @@ def _settable_defaults(function: Callable, name: str) -> dict[str, object]:
     for parameter in parameters:
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             continue
+        if parameter.name in RESERVED_PARAMETERS:
+            raise WorkloadError(f"program {name}: parameter {parameter.name!r} is reserved (weft bench --seed seeds"
+                                " the built-in workloads' inputs); rename it, e.g. weights_seed")
         if parameter.default is inspect.Parameter.empty:
             raise WorkloadError(f"program {name}: parameter {parameter.name!r} has no default; every parameter of "
                                 "the program function is a --set size and needs one (e.g. tokens=128)")
