@@ -1,5 +1,6 @@
-"""A small CNN classifier written with ``weft.nn``: two 3x3 convolutions with ReLU (the
-second with stride 2), global average pooling and a linear head.
+"""A small CNN classifier written with ``weft.nn``: a 3x3 convolution, inference batch
+norm, ReLU and 2x2 max pooling; a second 3x3 convolution (stride 2) with ReLU; global
+average pooling and a linear head.
 
     weft explain examples/cnn.py:build --fusion greedy
     weft bench examples/cnn.py:build --arms strict,inference,torch-eager
@@ -13,7 +14,7 @@ from weft import nn
 
 
 def build(batch: int = 4, size: int = 32, channels: int = 16, classes: int = 10):
-    """conv3x3(3->C) relu, conv3x3(C->2C, stride 2) relu, global average pool, linear(2C->classes)."""
+    """conv3x3(3->C) batchnorm relu maxpool2, conv3x3(C->2C, stride 2) relu, global average pool, linear."""
     rng = np.random.default_rng(0)
 
     def conv(out_channels: int, in_channels: int) -> np.ndarray:
@@ -22,6 +23,10 @@ def build(batch: int = 4, size: int = 32, channels: int = 16, classes: int = 10)
 
     weights = {
         "conv1_w": conv(channels, 3), "conv1_b": (0.1 * rng.standard_normal(channels)).astype(np.float32),
+        "bn_mean": (0.1 * rng.standard_normal(channels)).astype(np.float32),
+        "bn_var": (0.5 + rng.random(channels)).astype(np.float32),
+        "bn_w": (1.0 + 0.1 * rng.standard_normal(channels)).astype(np.float32),
+        "bn_b": (0.1 * rng.standard_normal(channels)).astype(np.float32),
         "conv2_w": conv(2 * channels, channels), "conv2_b": (0.1 * rng.standard_normal(2 * channels)).astype(np.float32),
         "head_w": (rng.standard_normal((classes, 2 * channels)) / np.sqrt(2 * channels)).astype(np.float32),
         "head_b": np.zeros(classes, np.float32),
@@ -29,7 +34,9 @@ def build(batch: int = 4, size: int = 32, channels: int = 16, classes: int = 10)
     images = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
 
     def cnn(images, weights):
-        h = nn.relu(nn.conv2d(images, weights["conv1_w"], weights["conv1_b"], padding=1))
+        h = nn.conv2d(images, weights["conv1_w"], weights["conv1_b"], padding=1)
+        h = nn.relu(nn.batch_norm(h, weights["bn_mean"], weights["bn_var"], weights["bn_w"], weights["bn_b"]))
+        h = nn.max_pool2d(h, 2)
         h = nn.relu(nn.conv2d(h, weights["conv2_w"], weights["conv2_b"], stride=2, padding=1))
         pooled = nn.mean(h, axis=(2, 3))
         return nn.linear(pooled, weights["head_w"], weights["head_b"])
@@ -37,7 +44,10 @@ def build(batch: int = 4, size: int = 32, channels: int = 16, classes: int = 10)
     def torch_cnn(images, weights):
         import torch.nn.functional as F
 
-        h = F.relu(F.conv2d(images, weights["conv1_w"], weights["conv1_b"], padding=1))
+        h = F.conv2d(images, weights["conv1_w"], weights["conv1_b"], padding=1)
+        h = F.relu(F.batch_norm(h, weights["bn_mean"], weights["bn_var"], weights["bn_w"], weights["bn_b"],
+                                training=False))
+        h = F.max_pool2d(h, 2)
         h = F.relu(F.conv2d(h, weights["conv2_w"], weights["conv2_b"], stride=2, padding=1))
         return F.linear(h.mean(dim=(2, 3)), weights["head_w"], weights["head_b"])
 

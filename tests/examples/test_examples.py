@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SMALL = {
     "bert": {"batch": 2, "tokens": 16, "hidden": 96, "heads": 12, "intermediate": 192},
     "minilm6": {"layers": 2, "batch": 2, "tokens": 8, "hidden": 48, "heads": 4, "intermediate": 96},
-    "cnn": {"batch": 2, "size": 10, "channels": 4},
+    "cnn": {"batch": 2, "size": 12, "channels": 4},
 }
 
 
@@ -69,7 +69,7 @@ def test_weft_explain_examples_cnn(capsys):
         argv += ["--set", f"{key}={value}"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "policy greedy" in out and "conv2d" in out
+    assert "policy greedy" in out and "conv2d" in out and "max_pool2d" in out
 
 
 def test_weft_diagnose_examples_bert(capsys):
