@@ -109,6 +109,8 @@ def arrange_inputs(plan_name: str, names: Sequence[str], args: Sequence[object],
     keyword that is a pytree names its leaves by path, as at trace time). Anything
     missing, unknown or given twice is an ``InputError`` naming it.
     """
+    if not kwargs and not bound and len(args) == len(names) and all(type(arg) is np.ndarray for arg in args):
+        return list(args)  # the common call, one array per input in order: nothing to arrange
     bound = bound or {}
     free = [name for name in names if name not in bound]
     given: dict[str, object] = {}
@@ -118,8 +120,9 @@ def arrange_inputs(plan_name: str, names: Sequence[str], args: Sequence[object],
                          f"{'; bound at compile: ' + ', '.join(bound) if bound else ''}) but got "
                          f"{len(positional)} positional arrays")
     given.update(zip(free, positional, strict=False))
+    known = set(names)
     for key, value in kwargs.items():
-        for name, leaf in flatten_to(value, key, set(names)):
+        for name, leaf in flatten_to(value, key, known) if is_node(value) else ((key, value),):
             if name in bound:
                 raise InputError(f"plan {plan_name}: input {name} was bound at compile time (params=); "
                                  "do not pass it again")
