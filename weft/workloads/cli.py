@@ -36,6 +36,8 @@ def _workloads(args: argparse.Namespace) -> int:
         print(f"{workload.name}")
         print(f"    {workload.description}")
         print(f"    defaults: {' '.join(f'{k}={v}' for k, v in workload.defaults.items())}")
+    print("\nor your own program, FILE.py:FUNCTION, where FUNCTION(**params) returns (fn, inputs[, torch_fn])"
+          " (docs/user-guide.md, examples/)")
     return 0
 
 
