@@ -125,3 +125,13 @@ def test_compile_of_a_function_says_trace_first():
         weft.compile(block)
     with pytest.raises(weft.WeftError, match="takes a plan from weft.trace"):
         weft.compile(np.zeros((1000, 1000), np.float32))
+
+
+def test_the_oracle_takes_the_same_named_and_structured_inputs():
+    plan = weft.trace(block, weft.spec((4, 8)), WEIGHT_SPECS)
+    want = weft.oracle.run(plan, X, B, W)
+    assert weft.oracle.run(plan, x=X, weights={"w": W, "b": B}).tobytes() == want.tobytes()
+    assert weft.oracle.run(plan, X, {"b": B, "w": W}).tobytes() == want.tobytes()
+    np.testing.assert_allclose(want, expected(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(InputError, match=r"missing input\(s\) weights_b"):
+        weft.oracle.run(plan, X, weights_w=W)
