@@ -51,6 +51,10 @@ def wrong_inputs():
     return (lambda x: x), {"x": [1.0, 2.0]}
 
 
+def doubles():
+    return (lambda x: x), {"x": np.zeros((2, 3))}
+
+
 def needs_size(tokens):
     return None
 
@@ -110,7 +114,7 @@ def test_a_tuple_program_and_the_default_function_name(program):
 
 @pytest.mark.parametrize("reference_text, message", [
     ("{dir}/missing.py:build", "no such file"),
-    ("{path}:nonesuch", "nonesuch is not defined there; functions defined: build, needs_size, not_a_pair, pair, seeded"),
+    ("{path}:nonesuch", "nonesuch is not defined there; functions defined: build, doubles, needs_size, not_a_pair, pair, seeded"),
     ("{path}:needs_size", "parameter 'tokens' has no default"),
     ("{path}:seeded", "parameter 'seed' is reserved"),
 ])
@@ -124,6 +128,8 @@ def test_a_function_returning_the_wrong_thing_is_a_clear_error(program):
         get_workload(f"{program}:not_a_pair").plan()
     with pytest.raises(WorkloadError, match=r"input x_0 must be a numpy.ndarray, got float"):
         get_workload(f"{program}:wrong_inputs").plan()
+    with pytest.raises(WorkloadError, match=r"input x is a numpy array of shape \(2, 3\) and dtype float64: .*float32"):
+        get_workload(f"{program}:doubles").plan()
     with pytest.raises(WorkloadError, match=r"unknown parameter\(s\) colour; valid: tokens=6"):
         get_workload(f"{program}:build").plan(colour=1)
 

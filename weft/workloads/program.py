@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from weft.arguments import describe_value, flatten, map_leaves, unflatten
-from weft.errors import WeftError, WorkloadError
+from weft.errors import DTypeError, WeftError, WorkloadError
 from weft.ir import Plan
+from weft.nn.tensor import as_dtype
 from weft.workloads.base import Workload
 
 DEFAULT_FUNCTION = "build"
@@ -142,6 +143,10 @@ class BuiltProgram:
         for path, leaf in flatten(inputs):
             if not isinstance(leaf, np.ndarray):
                 raise WorkloadError(f"program {name}: input {path} must be a numpy.ndarray, got {describe_value(leaf)}")
+            try:
+                as_dtype(leaf.dtype)
+            except DTypeError as error:
+                raise WorkloadError(f"program {name}: input {path} is {describe_value(leaf)}: {error}") from None
         self.fn, self.inputs, self.name = fn, inputs, name
         self._plan: Plan | None = None
 
