@@ -30,9 +30,16 @@ from weft.runtime.memory import ArenaPlan, plan_arena
 from weft.threads import BlasThreads, thread_pools_record
 
 
+def has_empty_buffer(plan: Plan) -> bool:
+    """A buffer with an extent of 0 (an empty tensor): nothing to fuse, no traffic to save."""
+    return any(0 in buffer.shape for buffer in plan.buffers)
+
+
 def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
-    if config.fusion == "off":
+    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides. A plan
+    holding an empty tensor is lowered unfused (its loops run no times or once per
+    element of a non-empty output: there is no traffic for a region to save)."""
+    if config.fusion == "off" or has_empty_buffer(plan):
         return lower_plan(plan, None, target)
     try:
         import weft.compose as compose

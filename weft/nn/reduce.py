@@ -17,6 +17,7 @@ Member shapes (what the composition engine sees), for rows r and reduced axis j:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from weft.errors import DTypeError, ShapeError
@@ -88,11 +89,28 @@ def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
     return reduce("sum", x, axis, Combiner.SUM, keepdims)
 
 
+def _need_elements(op: str, x: Tensor, axis: int | Sequence[int] | None) -> None:
+    """max and min of nothing have no value: refused, as PyTorch does (sum and mean are 0 and NaN)."""
+    if not isinstance(x, Tensor):
+        return  # reduce() names the type
+    empty = [d for d in normalize_axes(op, axis, x.shape) if x.shape[d] == 0]
+    if empty:
+        raise ShapeError(f"{op}: reduces axis {empty[0]} of extent 0 (input {x.shape}); {op} of no elements has no"
+                         " value (PyTorch refuses it too): check the shape, or mask with where() and use sum")
+
+
+def _reciprocal(count: int) -> float:
+    """1/count for a mean; NaN over no elements (0/0, as PyTorch's mean of an empty axis)."""
+    return 1.0 / count if count else math.nan
+
+
 def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    _need_elements("max", x, axis)
     return reduce("max", x, axis, Combiner.MAX, keepdims)
 
 
 def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    _need_elements("min", x, axis)
     return reduce("min", x, axis, Combiner.MIN, keepdims)
 
 
@@ -102,6 +120,10 @@ def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fa
     count = 1
     for d in normalize_axes("mean", axis, x.shape):
         count *= x.shape[d]
+    if count == 0:  # the term is never evaluated over no elements: 0/0 is applied to the (zero) sum
+        from weft.nn.elementwise import mul
+
+        return mul(reduce("mean_sum", x, axis, Combiner.SUM, keepdims), math.nan)
     return reduce("mean", x, axis, Combiner.SUM, keepdims, lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / count)))
 
 
@@ -211,7 +233,7 @@ def layer_norm(
     if normalized_shape is None and weight is not None:
         normalized_shape = weight.shape
     rows = _Rows(x, _trailing(x, _normalized_dims("layer_norm", x, normalized_shape)))
-    scale = Const(1.0 / rows.count)
+    scale = Const(_reciprocal(rows.count))
     mean_ = rows.emit_row("ln_mean", Binary(BinaryOp.MUL, x.read(rows.full_index(True)), scale), Combiner.SUM)
     centered = rows.emit_full("ln_centered", _sub(x.read(rows.full_index(False)), rows.row(mean_)))
     deviation = centered.read(rows.full_index(True))
@@ -226,7 +248,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     _need_float("rms_norm", x)
     rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
     value = x.read(rows.full_index(True))
-    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(1.0 / rows.count)), Combiner.SUM)
+    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(_reciprocal(rows.count))), Combiner.SUM)
     inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))
@@ -262,6 +284,10 @@ def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> T
     loss = logits.tracer.emit("ce_loss", rows.row_axes, _sub(log_total, target_logit), DType.FLOAT32)
     if reduction == "none" or not rows.row_axes:
         return loss
+    if reduction == "mean" and loss.size == 0:  # the mean of no losses is NaN (0/0), as in PyTorch
+        from weft.nn.elementwise import mul
+
+        return mul(reduce("cross_entropy", loss, None, Combiner.SUM, label="ce_sum"), math.nan)
     term = (lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / loss.size))) if reduction == "mean" else (lambda v: v)
     return reduce("cross_entropy", loss, None, Combiner.SUM, term=term, label=f"ce_{reduction}")
 

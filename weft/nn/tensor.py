@@ -26,6 +26,7 @@ from weft.ir import (
     Axis,
     AxisIndex,
     Buffer,
+    Const,
     DType,
     Expr,
     Fold,
@@ -94,8 +95,8 @@ def spec(shape: Sequence[int] | int, dtype: object = "float32", param: bool = Fa
         dims = tuple(int(n) for n in shape)
     except TypeError:
         raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {describe_value(shape)}") from None
-    if any(n < 1 for n in dims):
-        raise ShapeError(f"weft.spec: shape {dims} has an extent below 1; every extent must be >= 1")
+    if any(n < 0 for n in dims):
+        raise ShapeError(f"weft.spec: shape {dims} has a negative extent; extents are >= 0 (0: an empty tensor)")
     return Spec(dims, as_dtype(dtype), bool(param))
 
 
@@ -291,6 +292,8 @@ class Tracer:
         """Record one member writing a new buffer; return the tensor that reads it."""
         name = self.unique(label)
         extents = {axis.name: axis.extent for axis in tuple(axes) + (fold.axes if fold else ())}
+        if any(axis.extent == 0 for axis in axes):  # an empty output: nothing to compute, nothing to read
+            body, fold = Const(False if dtype is DType.BOOL else 0.0 if dtype.is_float else 0, dtype), None
         kernel = Kernel(name, tuple(axes), simplify_expr(body, extents), fold)
         self.kernels.append(kernel)
         self.dtypes[name] = dtype
