@@ -75,7 +75,7 @@ def test_an_empty_batch_through_a_cnn_and_a_named_program():
 def test_what_has_no_value_is_refused():
     with pytest.raises(ShapeError, match="max of no elements has no value"):
         weft.trace(lambda x: nn.max(x, 0), weft.spec((0, 4)))
-    with pytest.raises(ShapeError, match="min: reduces axis 1 of extent 0"):
+    with pytest.raises(ShapeError, match=r"min: reduces an axis of extent 0 \(input \(3, 0\), axis None\)"):
         weft.trace(lambda x: nn.min(x), weft.spec((3, 0)))
     with pytest.raises(ShapeError, match="the -1 could be any size"):
         weft.trace(lambda x: nn.reshape(x, (-1, 0)), weft.spec((0, 4)))

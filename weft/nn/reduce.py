@@ -115,12 +115,11 @@ def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
 
 def _need_elements(op: str, x: Tensor, axis: int | Sequence[int] | None) -> None:
     """max and min of nothing have no value: refused, as PyTorch does (sum and mean are 0 and NaN)."""
-    if not isinstance(x, Tensor):
-        return  # reduce() names the type
-    empty = [d for d in normalize_axes(op, axis, x.shape) if x.shape[d] == 0]
-    if empty:
-        raise ShapeError(f"{op}: reduces axis {empty[0]} of extent 0 (input {x.shape}); {op} of no elements has no"
-                         " value (PyTorch refuses it too): check the shape, or mask with where() and use sum")
+    if not isinstance(x, Tensor) or 0 not in x.shape:
+        return  # reduce() names a wrong type
+    if _count(op, x, axis) == 0:
+        raise ShapeError(f"{op}: reduces an axis of extent 0 (input {x.shape}, axis {axis}); {op} of no elements has"
+                         " no value (PyTorch refuses it too): check the shape, or mask with where() and use sum")
 
 
 def _reciprocal(count: int) -> float:
