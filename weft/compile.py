@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from weft.arguments import arrange_inputs, bind_params, describe_value
 from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
-from weft.config import Config, config_from_env
+from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.errors import CompileError, ConfigError, InputError, WeftError
-from weft.ir import Kernel, Plan, verify
+from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.threads import BlasThreads, thread_pools_record
+
+
+def has_empty_buffer(plan: Plan) -> bool:
+    """A buffer with an extent of 0 (an empty tensor): nothing to fuse, no traffic to save."""
+    return any(0 in buffer.shape for buffer in plan.buffers)
 
 PRICING_SHARE = 0.5
 """The part of ``Config.budget_s`` the pricing phase may spend (the rest: race, lowering, C)."""
@@ -196,8 +203,10 @@ def race_contenders(pricing, config: Config, target: Target):
 
 
 def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
-    if config.fusion == "off":
+    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides. A plan
+    holding an empty tensor is lowered unfused (its loops run no times or once per
+    element of a non-empty output: there is no traffic for a region to save)."""
+    if config.fusion == "off" or has_empty_buffer(plan):
         return lower_plan(plan, None, target)
     if config.fusion == "priced":
         return lower_priced(plan, config, target)[0]
@@ -278,7 +287,7 @@ class Prepared:
         self._out = pointer_array(outputs)
 
     def __call__(self) -> None:
-        status = self.compiled.runner.run(self._in, self._out, self.compiled.config.threads)
+        status = self.compiled.run_native(self._in, self._out)
         if status:
             raise self.compiled.gather_error(status)
 
@@ -290,8 +299,10 @@ class Prepared:
 class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
-    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact) -> None:
+    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
+                 params: dict[str, np.ndarray] | None = None) -> None:
         self.plan = plan
+        self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
         self.lowered = lowered
         self.arena = arena
@@ -320,6 +331,7 @@ class CompiledPlan:
             "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
+        self.provenance["thread_pools"] = thread_pools_record(config.threads, self.provenance["blas"])
         self._raw_outputs: list[np.ndarray] | None = None
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
@@ -330,8 +342,22 @@ class CompiledPlan:
 
     # ------------------------------------------------------------------ calling
 
-    def _inputs(self, arrays) -> list[np.ndarray]:
-        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, arrays)]
+    def run_native(self, in_pointers, out_pointers) -> int:
+        """One C call with every pool at ``config.threads``: OpenMP by the runner itself,
+        BLAS (when the plan calls it) limited for this call only (``weft.threads``)."""
+        if not self.provenance["blas"]:
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
+        with BlasThreads(self.config.threads):
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs a call takes (the plan's inputs less those bound with params=), in order."""
+        return tuple(name for name in self.plan.inputs if name not in self.params)
+
+    def _inputs(self, arrays, named=None) -> list[np.ndarray]:
+        ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named or {}, self.params)
+        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
@@ -370,28 +396,32 @@ class CompiledPlan:
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
-    def __call__(self, *arrays: np.ndarray, out=None):
+    def __call__(self, *arrays: np.ndarray, out=None, **named: np.ndarray):
         """Run the plan; returns one array or a tuple (as ``weft.oracle.run``).
 
-        Inputs are only read. With ``out=`` (an array or a tuple, one per distinct
-        output) results are written there instead of fresh arrays.
+        Inputs are given positionally in the plan's input order, by keyword (the
+        names ``weft.trace`` gave them; a pytree keyword names its leaves by path), or
+        both; inputs bound at compile time (``params=``) are not passed. Inputs are
+        only read. With ``out=`` (an array or a tuple, one per distinct output)
+        results are written there instead of fresh arrays.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(out, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(outputs))
         if status:
             raise self.gather_error(status)
         return self.results(outputs)
 
-    def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
+    def prepare(self, *arrays: np.ndarray, out=None, **named: np.ndarray) -> Prepared:
         """Bind inputs and preallocated outputs once; the returned callable runs only the C call.
 
         The inputs are bound live (no copy): each call reads their contents at that moment,
         so an in-place update between calls is seen. Each input must therefore be
         C-contiguous (``InputError`` otherwise: pass ``numpy.ascontiguousarray(x)`` and keep
-        that array to update).
+        that array to update). Inputs bound with ``params=`` are the compile-time copies.
         """
-        checked = check_inputs(self.plan, arrays)
+        ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named, self.params)
+        checked = check_inputs(self.plan, ordered)
         for name, array in zip(self.plan.inputs, checked, strict=True):
             if not array.flags.c_contiguous:
                 raise InputError(
@@ -400,16 +430,16 @@ class CompiledPlan:
                 )
         return Prepared(self, checked, self._outputs(out, checked))
 
-    def run_raw(self, *arrays: np.ndarray) -> None:
+    def run_raw(self, *arrays: np.ndarray, **named: np.ndarray) -> None:
         """Run into outputs allocated once and reused (see ``raw_outputs``); returns nothing.
 
         For timing loops that should measure the C call, not allocation. ``prepare``
         also skips input validation on every call.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         if self._raw_outputs is None:
             self._raw_outputs = self._outputs(None, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(self._raw_outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(self._raw_outputs))
         if status:
             raise self.gather_error(status)
 
@@ -418,18 +448,19 @@ class CompiledPlan:
         """The outputs of the last ``run_raw`` (one array or a tuple), or None before it."""
         return None if self._raw_outputs is None else self.results(self._raw_outputs)
 
-    def profile(self, *arrays: np.ndarray, repeats: int = 1) -> list[tuple[str, tuple[str, ...], float]]:
+    def profile(self, *arrays: np.ndarray, repeats: int = 1, **named: np.ndarray) -> list[tuple[str, tuple[str, ...], float]]:
         """Seconds per call of each lowered function (name, members, seconds), from a timed runner."""
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(None, inputs)
         in_pointers, out_pointers = pointer_array(inputs), pointer_array(outputs)
         # one untimed run first: fresh outputs fault their pages in on first write
-        status = self.runner.run(in_pointers, out_pointers, self.config.threads)
+        status = self.run_native(in_pointers, out_pointers)
         if status:
             raise self.gather_error(status)
-        status, seconds = self.runner.run_profile(
-            in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
-        )
+        with BlasThreads(self.config.threads):
+            status, seconds = self.runner.run_profile(
+                in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
+            )
         if status:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
@@ -512,21 +543,55 @@ def output_digest(outputs) -> str:
     return digest.hexdigest()[:32]
 
 
+def check_plan_argument(plan: object) -> Plan:
+    """``weft.compile``'s first argument must be a traced Plan; say how to get one."""
+    if isinstance(plan, Plan):
+        return plan
+    if callable(plan):
+        name = getattr(plan, "__name__", type(plan).__name__)
+        raise WeftError(
+            f"weft.compile takes a traced plan, not the function {name}: trace it first with"
+            f" plan = weft.trace({name}, *specs) (one weft.spec(shape, dtype) per input), then weft.compile(plan)"
+        )
+    raise WeftError(f"weft.compile takes a plan from weft.trace(fn, *specs), got {describe_value(plan)}")
+
+
+def bind_compile_params(plan: Plan, params) -> dict[str, np.ndarray]:
+    """``params=`` of ``weft.compile``: inputs bound once (weights). Each must be an input
+    with its shape and dtype; when any are bound, every input traced as a param
+    (``weft.spec(..., param=True)``) must be among them."""
+    if params is None:
+        return {}
+    bound = bind_params(plan, params)
+    declared = [b.name for b in plan.buffers if b.role is Role.PARAM and b.name in plan.inputs]
+    missing = [name for name in declared if name not in bound]
+    if missing:
+        raise InputError(f"plan {plan.name}: params= leaves out {', '.join(missing)}, traced as params"
+                         " (weft.spec(..., param=True)); bind them too, or trace them as plain inputs")
+    return bound
+
+
 def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
     threads: int | None = None,
-    fusion: str = "off",
+    fusion: str = DEFAULT_FUSION,
     *,
     blas: bool | None = None,
     lanes: int | None = None,
     config: Config | None = None,
+    params: dict | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` to native code.
 
     ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
-    ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
+    ``threads``: threads of every pool a call drives, OpenMP and BLAS (None:
+    WEFT_THREADS or the CPU count).
+    ``fusion``: "off" (each member its own function; the default,
+    ``weft.config.DEFAULT_FUSION``), "greedy" (the largest legal region per anchor),
+    "priced" (a region where its price beats its members unfused; verdicts recorded)
+    or "matchers" (the legacy mode: matched patterns fuse on sight).
     ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: no, the
     generated contraction microkernel serves every contraction, see
     ``weft.lower.contraction``; True: BLAS where SciPy is importable).
@@ -534,7 +599,12 @@ def compile(  # noqa: A001 - the public name is weft.compile
     come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
     AVX2, else 4); a narrower width is for experiments and tests.
+    ``params``: inputs bound now (``{name: array}``, or a nested dict named by path as
+    at trace time), copied once and not passed per call; a name that is not an
+    input, or a wrong shape or dtype, is an ``InputError``.
     """
+    plan = check_plan_argument(plan)
+    bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
     verify(plan)
@@ -547,7 +617,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     partition = decide_report = bodies = None
-    if config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+    if has_empty_buffer(plan):
+        lowered = _stage("lowering", plan, _lower, plan, config, target)
+    elif config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
         from dataclasses import replace
 
         config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
@@ -560,7 +632,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
     source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
-    compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
     compiled.partition = partition
     compiled.decide_report = decide_report
     compiled.bodies = bodies

@@ -14,6 +14,11 @@ from weft.errors import ConfigError
 
 CONTRACTS = ("strict", "inference")
 FUSION_POLICIES = ("off", "greedy", "priced", "matchers")
+# The one default fusion policy: weft.compile, the Weft arms without a policy
+# (strict, inference) and ``weft explain`` all use it. "off" for now: greedy fuses
+# on sight (a loss on several measured workloads, and its compile time grows steeply
+# with depth); "priced" is meant to become the default once the price decides.
+DEFAULT_FUSION = "off"
 
 
 def default_cache_dir() -> Path:
@@ -25,7 +30,7 @@ def default_cache_dir() -> Path:
 class Config:
     contract: str = "strict"
     threads: int = 1
-    fusion: str = "off"
+    fusion: str = DEFAULT_FUSION
     cache_dir: Path = field(default_factory=default_cache_dir)
     cc: str = "cc"
     budget_s: float = 2.0

@@ -1,4 +1,4 @@
-"""Regions grown backwards from anchors (DESIGN.md §5).
+"""Regions grown backwards from anchors (docs/design.md §5).
 
 An *anchor* is a member whose output something outside its region sees. A region
 grows backwards through the producers of what it reads. A producer joins only when

@@ -406,6 +406,12 @@ class Plan:
     outputs: tuple[str, ...]
     name: str = "plan"
 
+    @property
+    def members(self) -> tuple[Kernel, ...]:
+        """The plan's members (kernels), in topological order: the documented name;
+        ``kernels`` is the same tuple."""
+        return self.kernels
+
     def buffer(self, name: str) -> Buffer:
         for buffer in self.buffers:
             if buffer.name == name:
