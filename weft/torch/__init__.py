@@ -101,6 +101,9 @@ def format_reports(reports: list[GraphReport]) -> str:
                 lines.append(f"    {op} x{count}: {report.reasons.get(op, '')}")
         else:
             lines.append("  no op fell back to eager")
+        if report.empty:
+            empty = ", ".join(f"{op} x{count}" for op, count in sorted(report.empty.items()))
+            lines.append(f"  left to eager, zero-size tensors (nothing to compute): {empty}")
     return "\n".join(lines)
 
 

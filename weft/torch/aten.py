@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from weft import nn
-from weft.ir import DType
-from weft.nn.tensor import Tensor
+from weft.ir import DType, IndexOf
+from weft.nn.elementwise import broadcast_read
+from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.torch.values import LoweringError, arange, constant, python_scalar, weft_dtype
 
 aten = torch.ops.aten
@@ -361,24 +362,27 @@ def _embedding(out, weight, indices, padding_idx=-1, scale_grad_by_freq=False, s
 
 @lowers(aten.index.Tensor)
 def _index(out, x, indices):
-    """One index tensor (others ``None``): a gather along that dim, negative indices wrapped."""
+    """Advanced indexing by integer tensors (``None`` keeps a dim): one gather member.
+
+    The index tensors broadcast together; their dims replace the indexed dims in place
+    when those are adjacent, else they lead (NumPy's and ATen's rule). Negative indices
+    wrap first, as in ATen."""
     given = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(given) != 1 or not isinstance(given[0][1], Tensor) or not given[0][1].dtype.is_int:
-        raise LoweringError("index.Tensor with more than one (or a non-integer) index tensor")
-    dim, ids = given[0]
-    extent = x.shape[dim]
-    wrapped = nn.where(nn.less(ids, 0), nn.add(ids, python_scalar(extent, ids.dtype)), ids)
-    moved = nn.permute(x, (dim,) + tuple(d for d in range(x.ndim) if d != dim))
-    flat = nn.reshape(moved, (extent, -1))
-    gathered = nn.embedding(wrapped, flat) if x.dtype.is_float else None
-    if gathered is None:
-        raise LoweringError("index.Tensor of a non-float tensor")
-    rest = tuple(x.shape[d] for d in range(x.ndim) if d != dim)
-    result = nn.reshape(gathered, ids.shape + rest)
-    lead = ids.ndim
-    # ids' dims go where ``dim`` was: (x[:dim], ids, x[dim+1:])
-    order = tuple(range(lead, lead + dim)) + tuple(range(lead)) + tuple(range(lead + dim, lead + len(rest)))
-    return nn.permute(result, order)
+    if not given or any(not isinstance(i, Tensor) or not i.dtype.is_int for _, i in given):
+        raise LoweringError("index.Tensor with a bool mask or a non-tensor index (only integer index tensors)")
+    positions = [d for d, _ in given]
+    wrapped = {d: nn.where(nn.less(i, 0), nn.add(i, python_scalar(x.shape[d], i.dtype)), i) for d, i in given}
+    shape = tuple(out.shape)
+    batch = nn.broadcast_shapes("index", *(i.shape for _, i in given))
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    lead = positions[0] if adjacent else 0
+    axes = axes_for(shape)
+    index = axis_index(axes)
+    batch_index = index[lead:lead + len(batch)]
+    rest = iter(index[:lead] + index[lead + len(batch):])
+    source = tuple(IndexOf(broadcast_read(wrapped[d], batch, batch_index)) if d in wrapped else next(rest)
+                   for d in range(x.ndim))
+    return x.tracer.emit("index", axes, x.read(source), x.dtype)
 
 
 @lowers(aten.convolution.default)
@@ -440,7 +444,9 @@ def _slice(out, x, dim=0, start=None, end=None, step=1):
 
 @lowers(aten.cat.default)
 def _cat(out, tensors, dim=0):
-    parts = [t for t in tensors if t.size > 0]
+    parts = [t for t in tensors if isinstance(t, Tensor)]  # empty parts arrive as EMPTY
+    if not parts:
+        raise LoweringError("cat of empty tensors only")
     return nn.concat(parts, dim % parts[0].ndim)
 
 

@@ -41,6 +41,7 @@ from weft.torch.options import Options
 from weft.torch.partition import (
     VIEW_OPS,
     check_node,
+    is_empty,
     is_tensor_op,
     node_values,
     op_name,
@@ -73,6 +74,7 @@ class GraphReport:
     partitions: list[PartitionReport] = field(default_factory=list)
     fallbacks: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    empty: dict[str, int] = field(default_factory=dict)  # ops on zero-size tensors: nothing to compute
 
     def fallback_text(self) -> str:
         return ", ".join(f"{op} x{count} ({self.reasons.get(op, '')})" for op, count in sorted(self.fallbacks.items()))
@@ -133,6 +135,9 @@ def specialize(gm: fx.GraphModule, args: Sequence[object], options: Options,
     supported: set[str] = set()
     for node in graph.graph.nodes:
         if not is_tensor_op(node, values):
+            continue
+        if is_empty(values[node]):
+            report.empty[op_name(node)] = report.empty.get(op_name(node), 0) + 1
             continue
         verdict = check_node(node, values)
         if verdict.supported:

@@ -64,10 +64,22 @@ def is_tensor_op(node: fx.Node, values: dict[fx.Node, object]) -> bool:
     return node.op == "call_function" and any(isinstance(v, torch.Tensor) for v in items)
 
 
-def _tensors_ok(value: object) -> bool:
+EMPTY = "empty tensor"  # a zero-size input of cat, which contributes nothing
+
+
+def is_empty(value: object) -> bool:
+    """Every tensor in ``value`` has zero elements: nothing to compute, so no fallback either."""
+    items = value if isinstance(value, tuple | list) else (value,)
+    tensors = [item for item in items if isinstance(item, torch.Tensor)]
+    return bool(tensors) and all(item.numel() == 0 for item in tensors)
+
+
+def _tensors_ok(value: object, allow_empty: bool = False) -> bool:
     items = value if isinstance(value, tuple | list) else (value,)
     for item in items:
         if isinstance(item, torch.Tensor):
+            if item.numel() == 0 and allow_empty:
+                continue
             if item.dtype not in TORCH_TO_WEFT or item.device.type != "cpu" or item.numel() == 0:
                 return False
             if item.layout is not torch.strided:
@@ -88,7 +100,8 @@ def check_node(node: fx.Node, values: dict[fx.Node, object]) -> Verdict:
     if node.target not in LOWERINGS:
         return Verdict(False, "no lowering")
     inputs = [n for n in node.all_input_nodes]
-    if not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n)) for n in inputs):
+    concat = node.target is torch.ops.aten.cat.default
+    if not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n), concat) for n in inputs):
         return Verdict(False, "dtype, device or zero-size tensor")
     if node.target is operator.getitem:
         return Verdict(True)
@@ -107,6 +120,8 @@ def _resolve(argument: object, env: dict[fx.Node, object], values: dict[fx.Node,
         value = values[argument]
         if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
             raise LoweringError(f"symbolic value {argument.name} without a concrete value")
+        if isinstance(value, torch.Tensor) and value.numel() == 0:
+            return EMPTY
         if isinstance(value, torch.Tensor):
             raise LoweringError(f"tensor {argument.name} is not an input of this partition")
         return value
@@ -140,7 +155,8 @@ def partition_inputs(nodes: Sequence[fx.Node], values: dict[fx.Node, object]) ->
     seen: list[fx.Node] = []
     for node in nodes:
         for source in node.all_input_nodes:
-            if source not in inside and source not in seen and isinstance(values.get(source), torch.Tensor):
+            value = values.get(source)
+            if source not in inside and source not in seen and isinstance(value, torch.Tensor) and value.numel():
                 seen.append(source)
     return seen
 
