@@ -97,6 +97,14 @@ CASES = [
     ("aten.erf.default", torch.erf, lambda: (rand(3, 4),)),
     ("aten.reciprocal.default", lambda a: torch.reciprocal(a.abs() + 1), lambda: (rand(3, 4),)),
     ("aten.rsub.Scalar", lambda a: 1 - a, lambda: (rand(3, 4),)),
+    ("aten.remainder.Scalar", lambda a: a % 3, lambda: (torch.randint(-9, 9, (4, 5), generator=g),)),
+    ("aten.remainder.Tensor", lambda a, b: a % b, lambda: (torch.randint(-9, 9, (4, 5), generator=g),
+                                                           torch.tensor([3, -3, 2, -2, 7]))),
+    ("aten.remainder.Tensor", lambda a, b: a % b, lambda: (rand(4, 5) * 5, rand(5).abs() + 0.5)),
+    ("aten.div.Tensor_mode", lambda a: a // 3, lambda: (torch.randint(-9, 9, (4, 5), generator=g),)),
+    ("aten.div.Tensor_mode", lambda a: torch.div(a, -2, rounding_mode="trunc"),
+     lambda: (torch.randint(-9, 9, (4, 5), generator=g),)),
+    ("aten.constant_pad_nd.default", lambda a: F.pad(a * 2, (1, 2, 0, 3), value=0.5), lambda: (rand(2, 3, 4),)),
 ]
 
 

@@ -16,7 +16,6 @@ PyTorch eager (reported as such by ``explain``).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import sys
 from collections.abc import Callable
@@ -74,7 +73,7 @@ def explain(model: Callable, *example_inputs, options: dict | None = None, file=
     try:
         torch._dynamo.reset()
         compiled = torch.compile(model, backend=backend, options=options or {})
-        with torch.no_grad(), contextlib.suppress():
+        with torch.no_grad():
             compiled(*example_inputs, **example_kwargs)
     finally:
         _REPORTS.reset(token)

@@ -28,6 +28,7 @@ import torch
 from weft import nn
 from weft.ir import DType, IndexOf
 from weft.nn.elementwise import broadcast_read
+from weft.nn.views import read_padded
 from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.torch.values import LoweringError, arange, constant, python_scalar, weft_dtype
 
@@ -112,9 +113,47 @@ def _div(out, a, b):
 @lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(out, a, b, rounding_mode=None):
     dtype = _dtype(out)
+    if rounding_mode == "floor" and not dtype.is_float:
+        return _floor_divide(out, a, b)
     if rounding_mode is not None and not (rounding_mode == "trunc" and not dtype.is_float):
-        raise LoweringError(f"div with rounding_mode={rounding_mode!r}")
+        raise LoweringError(f"div with rounding_mode={rounding_mode!r} on {dtype.value}")
     return nn.div(_as(a, dtype), _as(b, dtype))
+
+
+def _sign_differs(remainder: Tensor, divisor: object) -> Tensor:
+    """Where truncating and floor division disagree: a non-zero remainder whose sign
+    differs from the divisor's."""
+    zero = python_scalar(0, remainder.dtype)
+    divisor_negative = nn.less(divisor, zero) if isinstance(divisor, Tensor) else bool(divisor < 0)
+    remainder_negative = nn.less(remainder, zero)
+    if isinstance(divisor_negative, bool):
+        differs = nn.logical_not(remainder_negative) if divisor_negative else remainder_negative
+    else:
+        differs = nn.not_equal(remainder_negative, divisor_negative)
+    return nn.logical_and(nn.not_equal(remainder, zero), differs)
+
+
+@lowers(aten.remainder.Tensor, aten.remainder.Scalar)
+def _remainder(out, a, b):
+    """Python's (and ATen's) modulo: the sign of the divisor, from weft's truncating fmod."""
+    dtype = _dtype(out)
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor):
+        a = constant(a, (), dtype)
+    remainder = nn.fmod(a, b)
+    return nn.where(_sign_differs(remainder, b), nn.add(remainder, b), remainder)
+
+
+@lowers(aten.floor_divide.default)
+def _floor_divide(out, a, b):
+    dtype = _dtype(out)
+    if dtype.is_float:
+        raise LoweringError("floor_divide of floats (Weft has no floor)")
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor):
+        a = constant(a, (), dtype)
+    quotient = nn.div(a, b)
+    return nn.where(_sign_differs(nn.fmod(a, b), b), nn.sub(quotient, python_scalar(1, dtype)), quotient)
 
 
 @lowers(aten.neg.default)
@@ -440,6 +479,22 @@ def _select(out, x, dim, index):
 @lowers(aten.slice.Tensor)
 def _slice(out, x, dim=0, start=None, end=None, step=1):
     return nn.slice_axis(x, dim, start, end, step)
+
+
+@lowers(aten.constant_pad_nd.default)
+def _constant_pad(out, x, pad, value=0):
+    """Zero (or ``value``) padding as an index map with a guarded read; no member of its own."""
+    if any(p < 0 for p in pad):
+        raise LoweringError("constant_pad_nd with a negative (cropping) pad")
+    before = [0] * x.ndim
+    for position in range(len(pad) // 2):
+        before[x.ndim - 1 - position] = pad[2 * position]
+    fill = python_scalar(value, x.dtype)
+
+    def read(index):
+        return read_padded(x, tuple(i - b if b else i for i, b in zip(index, before, strict=True)), fill)
+
+    return Tensor(tuple(out.shape), x.dtype, x.tracer, read, None)
 
 
 @lowers(aten.cat.default)
