@@ -70,6 +70,8 @@ CASES = [
     ("aten.split_with_sizes.default", lambda a: tuple(p * 2 for p in a.split([2, 3], 1)), lambda: (rand(3, 5),)),
     ("aten._to_copy.default", lambda a: a.to(torch.int64) * 3, lambda: (rand(3, 5) * 10,)),
     ("aten._to_copy.default", lambda a: a.float() * 3, lambda: (ints(9, 3, 5),)),
+    ("prims.convert_element_type.default", lambda a: torch.ops.prims.convert_element_type(a, torch.float32) * 2,
+     lambda: (ints(9, 3, 5),)),
     ("aten.arange.start_step", lambda a: a + torch.arange(2, 12, 2), lambda: (rand(3, 5),)),
     ("aten.arange.start_step", lambda a: a * torch.arange(5, dtype=torch.float32), lambda: (rand(3, 5),)),
     ("aten.full.default", lambda a: a + torch.full((3, 5), 2.5), lambda: (rand(3, 5),)),

@@ -2,14 +2,13 @@
 reported (warning, explain, fallback='error'), dynamic sequence lengths, training graphs."""
 
 import importlib.metadata
-import tomllib
 import warnings
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
-import torch._dynamo  # noqa: E402
+dynamo = pytest.importorskip("torch._dynamo")
 
 import weft.torch as wt  # noqa: E402
 from weft.errors import ConfigError  # noqa: E402
@@ -20,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
-    torch._dynamo.reset()
+    dynamo.reset()
     yield
-    torch._dynamo.reset()
+    dynamo.reset()
 
 
 class Block(torch.nn.Module):
@@ -49,6 +48,7 @@ def reference(model, *inputs):
 
 
 def test_entry_point_declared_in_pyproject_and_resolves_to_the_backend():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     target = project["project"]["entry-points"]["torch_dynamo_backends"]["weft"]
     assert target == "weft.torch:backend"

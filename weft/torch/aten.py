@@ -28,8 +28,8 @@ import torch
 from weft import nn
 from weft.ir import DType, IndexOf
 from weft.nn.elementwise import broadcast_read
-from weft.nn.views import read_padded
 from weft.nn.tensor import Tensor, axes_for, axis_index
+from weft.nn.views import read_padded
 from weft.torch.values import LoweringError, arange, constant, python_scalar, weft_dtype
 
 aten = torch.ops.aten
@@ -282,7 +282,7 @@ def _masked_fill(out, x, mask, value):
     return nn.where(_truth(mask), python_scalar(value, dtype) if not isinstance(value, Tensor) else value, x)
 
 
-@lowers(aten._to_copy.default, aten.to.dtype)
+@lowers(aten._to_copy.default, aten.to.dtype, torch.ops.prims.convert_element_type.default)
 def _to_copy(out, x, *args, **kwargs):
     if out.device.type != "cpu":
         raise LoweringError(f"_to_copy to device {out.device}")

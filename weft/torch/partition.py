@@ -87,6 +87,22 @@ def _tensors_ok(value: object, allow_empty: bool = False) -> bool:
     return True
 
 
+def _unfit(values: dict[fx.Node, object], nodes: Sequence[fx.Node]) -> str:
+    """Why the tensors of a node do not fit Weft: the first dtype, device or empty one."""
+    for node in nodes:
+        value = values.get(node)
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if not isinstance(item, torch.Tensor):
+                continue
+            if item.dtype not in TORCH_TO_WEFT:
+                return f"dtype {item.dtype} (Weft computes in float32, int32, int64, bool)"
+            if item.device.type != "cpu" or item.layout is not torch.strided:
+                return f"tensor on {item.device} with layout {item.layout}"
+            if item.numel() == 0:
+                return "zero-size tensor"
+    return "tensor does not fit"
+
+
 @dataclass(frozen=True)
 class Verdict:
     supported: bool
@@ -102,7 +118,7 @@ def check_node(node: fx.Node, values: dict[fx.Node, object]) -> Verdict:
     inputs = [n for n in node.all_input_nodes]
     concat = node.target is torch.ops.aten.cat.default
     if not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n), concat) for n in inputs):
-        return Verdict(False, "dtype, device or zero-size tensor")
+        return Verdict(False, _unfit(values, [node, *inputs]))
     if node.target is operator.getitem:
         return Verdict(True)
     try:
