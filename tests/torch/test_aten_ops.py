@@ -57,6 +57,8 @@ CASES = [
     ("aten.index.Tensor", lambda x, i: x[:, i], lambda: (rand(4, 7, 3), torch.tensor([[0, -1], [6, 2]]))),
     ("aten.index.Tensor", lambda x, i, j: x[i, j], lambda: (rand(4, 7), ints(4, 3, 1), ints(7, 5))),
     ("aten.index.Tensor", lambda x, i, j: x[i, :, j], lambda: (rand(4, 3, 7), ints(4, 5), ints(7, 5))),
+    ("aten.gather.default", lambda x, i: torch.gather(x, 1, i), lambda: (rand(3, 6, 2), ints(6, 3, 4, 2))),
+    ("aten.gather.default", lambda x, i: torch.gather(x, 0, i), lambda: (ints(50, 5, 4), ints(5, 2, 4))),
     ("aten.select.int", lambda a: a[:, 2] + a[-1], lambda: (rand(4, 4),)),
     ("aten.slice.Tensor", lambda a: a[1:3, ::2] * 2, lambda: (rand(4, 6),)),
     ("aten.view.default", lambda a: a.view(2, 12) * 2, lambda: (rand(4, 6),)),

@@ -424,6 +424,19 @@ def _index(out, x, indices):
     return x.tracer.emit("index", axes, x.read(source), x.dtype)
 
 
+@lowers(aten.gather.default)
+def _gather(out, x, dim, index, sparse_grad=False):
+    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``dim``. ATen rejects negative
+    indices here (unlike ``index.Tensor``); an index outside the table is Weft's gather InputError."""
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
+        raise LoweringError("gather with a non-integer index")
+    dim %= max(x.ndim, 1)
+    axes = axes_for(index.shape)
+    position = axis_index(axes)
+    source = position[:dim] + (IndexOf(index.read(position)),) + position[dim + 1:]
+    return x.tracer.emit("gather", axes, x.read(source), x.dtype)
+
+
 @lowers(aten.convolution.default)
 def _convolution(out, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed or groups != 1 or x.ndim != 4:
