@@ -65,7 +65,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = Non
 def explain(model: Callable, *example_inputs, options: dict | None = None, file=None, **example_kwargs) -> list:
     """Compile ``model`` with the weft backend on these inputs, run it once and print the
     partitions, the ops that fell back to eager (and why) and the regions Weft fused.
-    Returns the ``GraphReport`` of every graph compiled."""
+    Returns the ``GraphReport`` of every graph compiled. Dynamo's caches are reset first
+    (``torch._dynamo.reset()``) so the model is captured afresh."""
     import torch._dynamo
 
     reports: list[GraphReport] = []
@@ -77,7 +78,6 @@ def explain(model: Callable, *example_inputs, options: dict | None = None, file=
             compiled(*example_inputs, **example_kwargs)
     finally:
         _REPORTS.reset(token)
-        torch._dynamo.reset()
     print(format_reports(reports), file=file or sys.stdout)
     return reports
 

@@ -98,15 +98,29 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
 
 
 class PlanCall:
-    """A compiled partition as an FX-callable: torch tensors in, torch tensors out (zero-copy)."""
+    """A compiled partition as an FX-callable: torch tensors in, torch tensors out (zero-copy).
+
+    Parameters, buffers and lifted constants arrive as the same tensors on every call: their
+    NumPy views are made on the first call and reused while the tensor's storage, shape and
+    strides stay the same (an in-place update is seen: the view aliases the storage)."""
 
     def __init__(self, compiled, name: str, count: int) -> None:
         self.compiled = compiled
         self.__name__ = name
         self.count = count
+        self._views: dict[int, tuple[tuple, np.ndarray]] = {}
+
+    def _array(self, position: int, tensor: torch.Tensor) -> np.ndarray:
+        key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
+        bound = self._views.get(position)
+        if bound is not None and bound[0] == key:
+            return bound[1]
+        array = to_numpy(tensor)
+        self._views[position] = (key, array)
+        return array
 
     def __call__(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        results = self.compiled(*(to_numpy(t) for t in tensors))
+        results = self.compiled(*(self._array(n, t) for n, t in enumerate(tensors)))
         results = results if isinstance(results, tuple) else (results,)
         return tuple(torch.from_numpy(r) for r in results)
 
