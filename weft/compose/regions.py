@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, expr_loads, index_axes
+from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +98,28 @@ def plan_anchors(plan: Plan) -> tuple[str, ...]:
     return tuple(kernel.output for kernel in plan.kernels if kernel.output in plan.outputs)
 
 
+class _Extents:
+    """member -> {axis: extent}, computed for the members a growth actually visits."""
+
+    def __init__(self, kernels: dict[str, Kernel]) -> None:
+        self._kernels = kernels
+        self._extents: dict[str, dict[str, int]] = {}
+
+    def __getitem__(self, member: str) -> dict[str, int]:
+        if member not in self._extents:
+            self._extents[member] = {axis.name: axis.extent for axis in self._kernels[member].axes}
+        return self._extents[member]
+
+
 def map_tile_axis(
-    producer: Kernel, readers: tuple[Kernel, ...], tile_of: dict[str, str], extents: dict[str, dict[str, int]]
+    producer: Kernel, readers: tuple[Kernel, ...], tile_of: dict[str, str], extents
 ) -> tuple[str | None, str]:
     """The producer's output axis that carries the readers' tile axes, or (None, why not)."""
     buffer = producer.output
     dimension: int | None = None
     for reader in readers:
         tile = tile_of[reader.output]
-        for load in expr_loads(reader.body):
+        for load in reader.loads:
             if load.buffer != buffer:
                 continue
             touching = [d for d, index in enumerate(load.index) if tile in index_axes(index)]
@@ -127,12 +140,13 @@ def map_tile_axis(
 
 def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Growth:
     """Grow every candidate region from ``anchor``; ``available`` limits who may join."""
-    kernels = {kernel.output: kernel for kernel in plan.kernels}
+    index = plan.index
+    kernels = index.kernels
     if anchor not in kernels:
         raise KeyError(f"{anchor} is not a member of plan {plan.name}")
-    order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
-    readers = plan.readers()
-    extents = {name: {axis.name: axis.extent for axis in kernel.axes} for name, kernel in kernels.items()}
+    order = index.position
+    readers = index.readers
+    extents = _Extents(kernels)
 
     members = [anchor]
     # one tiling option per anchor output axis: member -> its axis carrying that tile
@@ -189,7 +203,7 @@ def grow_from_anchor(plan: Plan, anchor: str, available: frozenset[str] | None =
 
 def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options: dict[str, dict[str, str]]) -> Region:
     inside = set(members)
-    ordered = tuple(kernel.output for kernel in plan.kernels if kernel.output in inside)
+    ordered = tuple(sorted(members, key=plan.index.position.__getitem__))
     anchor = members[0]
     # Preferred tile axis first: the longest common axis (ties: the innermost), so
     # attention tiles over queries rather than over a batch axis of extent 1.

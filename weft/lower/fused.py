@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
 from weft.errors import CompileError
-from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
+from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.schedule import (
@@ -145,7 +145,7 @@ def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str,
     (the member naming it, elements).
     """
     order = {name: position for position, name in enumerate(region.members)}
-    readers = plan.readers()
+    readers = plan.index.readers
     slot_of: dict[str, int] = {}
     slots: list[list] = []  # [first member, elements, dtype, last position]
     for name in region.private:
@@ -196,7 +196,7 @@ def starved_contraction(plan: Plan, region: Region, tiling: Tiling, lanes: int) 
         shape = dict(zip((axis.name for axis in kernel.axes), tile_shape(plan, name, tiling), strict=True))
         primary = tiling.axes[-1][0] if tiling.axes else None
         outer = {axis for axis, anchor_axis in tiling.member_axes(name).items() if anchor_axis != primary}
-        for load in expr_loads(kernel.body):
+        for load in kernel.loads:
             buffer = plan.buffer(load.buffer)
             # bytes of the operand that consecutive tiles (along the primary axis) share:
             # a head's keys stay in cache across that head's query tiles; a weight does not
@@ -270,13 +270,13 @@ def rows_innermost_pays(plan: Plan, member: str, private: set[str]) -> bool:
         return any(
             load.buffer not in private and load_access(load, row_major_strides(plan.buffer(load.buffer).shape), axis)
             is Access.CONTIGUOUS
-            for load in expr_loads(reader.body)
+            for load in reader.loads
         )
 
     if contiguous_global(kernel, kernel.axes[-1].name):
         return False
-    for reader in plan.kernels:
-        for load in expr_loads(reader.body):
+    for reader in (plan.kernel(name) for name in plan.readers_of(member) if name != OUTSIDE):
+        for load in reader.loads:
             if load.buffer != member:
                 continue
             inner = load.index[-1]
