@@ -17,6 +17,7 @@ from weft.codegen.prelude import prelude
 from weft.codegen.render import render_function
 from weft.ir import Plan
 from weft.lower.nest import LoweredPlan
+from weft.lower.reuse import distinct_functions
 from weft.runtime.memory import ArenaPlan
 
 _GLOBALS = """\
@@ -74,10 +75,12 @@ def _runner(name: str, plan: Plan, lowered: LoweredPlan, arena: ArenaPlan, profi
 
 
 def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
-    """The complete C translation unit for a lowered plan."""
-    parts = [f"/* Weft plan {plan.name}: {len(lowered.functions)} functions, contract {lowered.contract} */",
-             prelude(lowered.lanes), _GLOBALS]
-    parts += [render_function(function) for function in lowered.functions]
+    """The complete C translation unit for a lowered plan: each distinct function once
+    (``weft.lower.reuse``), called by the runner once per occurrence with its own buffers."""
+    distinct = distinct_functions(lowered.functions)
+    parts = [f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
+             f" contract {lowered.contract} */", prelude(lowered.lanes), _GLOBALS]
+    parts += [render_function(function) for function in distinct]
     parts.append(_runner("wf_run", plan, lowered, arena, profile=False))
     parts.append(_runner("wf_run_profile", plan, lowered, arena, profile=True))
     return "\n".join(parts)

@@ -34,8 +34,10 @@ from weft.compose.partition import Partition
 from weft.compose.regions import Region
 from weft.errors import CompileError
 from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
+from weft.ir.canonical import Canonical, canonical_tiled_group
 from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
+from weft.lower.reuse import SharedLowering
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
@@ -447,38 +449,69 @@ def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
     )
 
 
+def _region_canonical(plan: Plan, region: Region, extra: tuple) -> Canonical:
+    return canonical_tiled_group(
+        plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, extra
+    )
+
+
 def region_fits(plan: Plan, target: Target, online_lowering=None):
-    """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``."""
+    """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``.
+
+    Answers are remembered by the region's canonical form: an identical candidate in
+    another layer is not fitted again."""
     views = default_views(plan)
-    return lambda region: region_fit(plan, region, target, online_lowering, views)
+    answers: dict[tuple, str | None] = {}
+
+    def fits(region: Region) -> str | None:
+        if not region.is_fused:
+            return None
+        key = _region_canonical(plan, region, ()).key
+        if key not in answers:
+            answers[key] = region_fit(plan, region, target, online_lowering, views)
+        return answers[key]
+
+    return fits
 
 
 def lower_partition(
     plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None
 ) -> LoweredPlan:
-    """Every region of ``partition`` as one C function, in execution order.
+    """Every region of ``partition`` as one C function call, in execution order.
 
     ``online_lowering(plan, region, views, target, taken)`` may claim a region (the
     rescaled one-pass form under Inference) by returning a function, or None.
     A fused region that lowers neither way raises ``CompileError`` (choose the
-    partition with ``fits=region_fits(...)`` so that it cannot happen).
+    partition with ``fits=region_fits(...)`` so that it cannot happen). Regions with
+    the same canonical form are lowered once and share the function
+    (``weft.lower.reuse``).
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
+    shared = SharedLowering(views)
     functions = []
     for region in partition.regions:
-        function = None
-        if region.is_fused and online_lowering is not None:
-            function = online_lowering(plan, region, views, target, taken)
-        if function is None and region.is_fused:
-            function = lower_region(plan, region, views, target, taken, tile)
-        if function is None and region.is_fused:
-            raise CompileError(
-                f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
-                f"{region_fit(plan, region, target, online_lowering, views)}; choose the partition with "
-                "fits=weft.lower.fused.region_fits(plan, target) so greedy takes a smaller candidate"
-            )
-        if function is None:
-            function = lower_group(plan, region.members, views, target, taken)
+        canonical = _region_canonical(plan, region, ("tile", tile, online_lowering is not None))
+        function = shared.lower(
+            canonical, region.members, region.private,
+            lambda region=region: _lower_one(plan, region, views, target, taken, tile, online_lowering),
+        )
         functions.append(function)
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
+
+
+def _lower_one(plan, region, views, target, taken, tile, online_lowering) -> LoweredFunction:
+    function = None
+    if region.is_fused and online_lowering is not None:
+        function = online_lowering(plan, region, views, target, taken)
+    if function is None and region.is_fused:
+        function = lower_region(plan, region, views, target, taken, tile)
+    if function is None and region.is_fused:
+        raise CompileError(
+            f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
+            f"{region_fit(plan, region, target, online_lowering, views)}; choose the partition with "
+            "fits=weft.lower.fused.region_fits(plan, target) so greedy takes a smaller candidate"
+        )
+    if function is None:
+        function = lower_group(plan, region.members, views, target, taken)
+    return function

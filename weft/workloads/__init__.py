@@ -12,11 +12,12 @@ from weft.errors import WorkloadError
 from weft.workloads.base import Workload
 from weft.workloads.kernels import ADAM, ATTENTION, CROSS_ENTROPY, LAYERNORM, SOFTMAX
 from weft.workloads.qwen import QWEN_DECODE_STEP
+from weft.workloads.sam3 import SAM3_ENCODER
 from weft.workloads.vit import VIT_BLOCK
 
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
-    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, VIT_BLOCK, QWEN_DECODE_STEP)
+    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, VIT_BLOCK, SAM3_ENCODER, QWEN_DECODE_STEP)
 }
 
 
