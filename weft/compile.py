@@ -2,15 +2,20 @@
 
 The stages run in order, each a plain function over immutable values::
 
-    groups   (fusion="off": one member per group; else weft.compose decides)
-    lower    weft.lower.lower_plan       -> LoweredPlan (loop nests)
-    arena    weft.runtime.plan_arena     -> offsets of intermediates
-    render   weft.codegen.render_source  -> C source
-    build    weft.codegen.build          -> cached shared object
-    bind     weft.runtime.NativeRunner   -> one C call per plan run
+    compose  weft.compose.choose_regions   -> Partition (fusion="off": one member per group)
+    lower    weft.lower.lower_partition    -> LoweredPlan (one function per distinct region,
+             / lower_plan                     called once per occurrence; weft.lower.reuse)
+    render   weft.runtime.plan_arena, weft.codegen.render_source -> C source
+    build    weft.codegen.build            -> cached shared object (the C compiler when cold)
+    load     weft.runtime.NativeRunner     -> one C call per plan run
+
+``CompiledPlan.stage_seconds`` records the time of each.
 """
 
 from __future__ import annotations
+
+import contextlib
+import time
 
 import numpy as np
 
@@ -28,21 +33,33 @@ from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointe
 from weft.runtime.memory import ArenaPlan, plan_arena
 
 
-def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
+def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
+    """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
+    (``seconds`` receives the time of each stage: compose, lower)."""
     if config.fusion == "off":
-        return lower_plan(plan, None, target)
+        with _timed(seconds, "lower"):
+            return lower_plan(plan, None, target)
     try:
-        import weft.compose as compose
+        from weft.compose import choose_regions, online_lowering_for
+        from weft.lower.fused import lower_partition, region_fits
     except ModuleNotFoundError:
         raise ConfigError(
             f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
         ) from None
-    if hasattr(compose, "lower_fused"):
-        return compose.lower_fused(plan, config, target)
-    if hasattr(compose, "plan_groups"):
-        return lower_plan(plan, tuple(compose.plan_groups(plan, config)), target)
-    raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
+    online = online_lowering_for(config.contract)
+    with _timed(seconds, "compose"):
+        partition = choose_regions(plan, config.fusion, config.contract, fits=region_fits(plan, target, online))
+    with _timed(seconds, "lower"):
+        return lower_partition(plan, partition, target, online_lowering=online)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], stage: str):
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - start
 
 
 class Prepared:
@@ -99,6 +116,8 @@ class CompiledPlan:
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
         self._raw_outputs: list[np.ndarray] | None = None
+        # seconds per compile stage (compose, lower, render, build, load), set by ``compile``
+        self.stage_seconds: dict[str, float] = {}
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -262,11 +281,16 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = _lower(plan, config, target)
-    arena = plan_arena(plan, lowered)
-    source = render_source(plan, lowered, arena)
-    artifact = build(source, config.cc, config.cache_dir, config.contract)
-    return CompiledPlan(plan, config, lowered, arena, artifact)
-
+    seconds: dict[str, float] = {}
+    lowered = _lower(plan, config, target, seconds)
+    with _timed(seconds, "render"):
+        arena = plan_arena(plan, lowered)
+        source = render_source(plan, lowered, arena)
+    with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
+        artifact = build(source, config.cc, config.cache_dir, config.contract)
+    with _timed(seconds, "load"):
+        compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled.stage_seconds = seconds
+    return compiled
 
 __all__ = ["CompiledPlan", "Prepared", "compile"]

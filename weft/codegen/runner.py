@@ -4,7 +4,11 @@ The runner executes the plan in one call from Python (the CPU analogue of
 capturing a graph)::
 
     int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads);
-    int wf_run_profile(..., double *wf_seconds);   /* same calls, timed per function */
+    int wf_run_profile(..., double *wf_seconds);   /* same calls, timed per call */
+
+Both run ``wf_steps``, which holds one call per occurrence of a lowered function
+(a function shared by identical regions is called once per occurrence, each time
+with that occurrence's buffers).
 
 Both return 0, or 1 + the index of the function whose gather index was out of
 range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
@@ -38,39 +42,48 @@ def _pointer_setup(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> list[s
     for function in lowered.functions:
         for view in function.params:
             views.setdefault(view.buffer, view)
+    inputs = {name: position for position, name in reversed(list(enumerate(plan.inputs)))}
+    outputs = {name: position for position, name in enumerate(dict.fromkeys(plan.outputs))}
+    offsets = {placement.buffer: placement.offset for placement in arena.placements}
     lines = []
-    outputs = list(dict.fromkeys(plan.outputs))
     for name, view in views.items():
         ctype = STORAGE_TYPE[view.dtype]
-        if name in plan.inputs:
-            source = f"wf_in[{plan.inputs.index(name)}]"
+        if name in inputs:
+            source = f"wf_in[{inputs[name]}]"
         elif name in outputs:
-            source = f"wf_out[{outputs.index(name)}]"
+            source = f"wf_out[{outputs[name]}]"
         else:
-            source = f"wf_arena + {arena.offset(name)}"
+            source = f"wf_arena + {offsets[name]}"
         lines.append(f"    {ctype} *{view.pointer} = ({ctype} *)({source});")
     return lines
 
 
-def _runner(name: str, plan: Plan, lowered: LoweredPlan, arena: ArenaPlan, profile: bool) -> str:
-    extra = ", double *wf_seconds" if profile else ""
+def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
+    """``wf_steps`` (every call in order, timed when given ``wf_seconds``) and the two entry
+    points over it: one call site per step keeps the C file (and its compile) small."""
     lines = [
-        f"int {name}(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads{extra}) {{",
+        "static int wf_steps(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
+        " double *wf_seconds) {",
         "#ifdef _OPENMP",
         "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
         "#endif",
         "    (void)wf_in; (void)wf_out; (void)wf_arena;",
+        "    double wf_t0 = 0.0;",
     ]
     lines += _pointer_setup(plan, lowered, arena)
     for position, function in enumerate(lowered.functions):
         args = ", ".join(view.pointer for view in function.params)
-        if profile:
-            lines.append("    { double wf_t0 = wfc_now();")
-            lines.append(f"      if ({function.name}({args})) return {position + 1};")
-            lines.append(f"      wf_seconds[{position}] += wfc_now() - wf_t0; }}")
-        else:
-            lines.append(f"    if ({function.name}({args})) return {position + 1};")
-    lines += ["    return 0;", "}", ""]
+        lines.append("    if (wf_seconds) wf_t0 = wfc_now();")
+        lines.append(f"    if ({function.name}({args})) return {position + 1};")
+        lines.append(f"    if (wf_seconds) wf_seconds[{position}] += wfc_now() - wf_t0;")
+    lines += [
+        "    return 0;", "}", "",
+        "int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads) {",
+        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, 0);", "}", "",
+        "int wf_run_profile(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
+        " double *wf_seconds) {",
+        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, wf_seconds);", "}", "",
+    ]
     return "\n".join(lines)
 
 
@@ -81,6 +94,5 @@ def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     parts = [f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
              f" contract {lowered.contract} */", prelude(lowered.lanes), _GLOBALS]
     parts += [render_function(function) for function in distinct]
-    parts.append(_runner("wf_run", plan, lowered, arena, profile=False))
-    parts.append(_runner("wf_run_profile", plan, lowered, arena, profile=True))
+    parts.append(_runner(plan, lowered, arena))
     return "\n".join(parts)

@@ -220,9 +220,9 @@ def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options:
         members=ordered,
         tile_axes=tuple((name, tile_of[name]) for name in ordered if name in tile_of),
         anchor_axes=anchor_axes,
-        private=tuple(name for name in ordered if name != anchor and name not in plan.outputs),
+        private=tuple(name for name in ordered if name != anchor and name not in plan.index.outputs),
         inputs=tuple(reads),
-        outputs=tuple(name for name in ordered if name == anchor or name in plan.outputs),
+        outputs=tuple(name for name in ordered if name == anchor or name in plan.index.outputs),
         tile_maps=tuple(
             (axis.name, tuple((name, options[axis.name][name]) for name in ordered))
             for axis in kernels[anchor].axes if axis.name in options

@@ -111,27 +111,40 @@ def _expr(expr: Expr, axes: Mapping[str, str], namer: _Namer) -> tuple:
     raise TypeError(f"not an expression: {expr!r}")
 
 
+def member_form(plan: Plan, member: str) -> tuple[tuple, tuple[str, ...]]:
+    """``member`` described with its own buffers numbered by first appearance (its output
+    last), and those buffers in that order; computed once per member of a plan."""
+    forms = plan.index.derived.setdefault("canonical_member_forms", {})
+    if member not in forms:
+        kernel = plan.kernel(member)
+        namer = _Namer()
+        axes = {axis.name: f"a{n}" for n, axis in enumerate(kernel.axes)}
+        axes.update({axis.name: f"f{n}" for n, axis in enumerate(kernel.fold_axes)})
+        body = _expr(kernel.body, axes, namer)
+        namer(member)
+        form = (
+            tuple(axis.extent for axis in kernel.axes),
+            (kernel.fold.combiner.value, tuple(axis.extent for axis in kernel.fold.axes)) if kernel.fold else None,
+            body,
+        )
+        forms[member] = (form, tuple(namer.numbers))
+    return forms[member]
+
+
 def canonical_group(
     plan: Plan, members: Iterable[str], private: Iterable[str] = (), extra: tuple = ()
 ) -> Canonical:
     """The canonical form of ``members`` (in the order given) of ``plan`` (see module doc).
 
     ``private`` names the members whose output lives only inside the group;
-    ``extra`` is added to the key as it is (it must already be free of names).
+    ``extra`` is added to the key as it is (it must already be free of names). Each
+    member's own form is computed once per plan; the group renumbers its buffers.
     """
     namer = _Namer()
     described = []
     for member in members:
-        kernel = plan.kernel(member)
-        axes = {axis.name: f"a{n}" for n, axis in enumerate(kernel.axes)}
-        axes.update({axis.name: f"f{n}" for n, axis in enumerate(kernel.fold_axes)})
-        body = _expr(kernel.body, axes, namer)
-        described.append((
-            namer(member),
-            tuple(axis.extent for axis in kernel.axes),
-            (kernel.fold.combiner.value, tuple(axis.extent for axis in kernel.fold.axes)) if kernel.fold else None,
-            body,
-        ))
+        form, buffers = member_form(plan, member)
+        described.append((form, tuple(namer(buffer) for buffer in buffers)))
     hidden = set(private)
     buffers = tuple(namer.numbers)
     shapes = tuple(

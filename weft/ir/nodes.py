@@ -360,6 +360,7 @@ class Kernel:
     fold: Fold | None = None
     # memo of ``loads`` (a pure function of ``body``): no part of the value, its equality or hash
     _loads: tuple[Load, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _reads: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -387,7 +388,9 @@ class Kernel:
     @property
     def reads(self) -> tuple[str, ...]:
         """Buffers read, in first-read order, without repeats."""
-        return tuple(dict.fromkeys(load.buffer for load in self.loads))
+        if self._reads is None:
+            object.__setattr__(self, "_reads", tuple(dict.fromkeys(load.buffer for load in self.loads)))
+        return self._reads
 
     def __getstate__(self):
         return (self.output, self.axes, self.body, self.fold)
@@ -396,6 +399,7 @@ class Kernel:
         for name, value in zip(("output", "axes", "body", "fold"), state, strict=True):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_loads", None)
+        object.__setattr__(self, "_reads", None)
 
     @property
     def is_contraction(self) -> bool:
@@ -425,6 +429,9 @@ class PlanIndex:
     buffers: dict[str, Buffer]
     position: dict[str, int]
     readers: dict[str, tuple[str, ...]]
+    outputs: frozenset[str]
+    # per-member facts derived on demand by later passes (``weft.ir.canonical``), kept with the plan
+    derived: dict[str, object] = field(default_factory=dict)
 
 
 def build_plan_index(plan: Plan) -> PlanIndex:
@@ -439,6 +446,7 @@ def build_plan_index(plan: Plan) -> PlanIndex:
         buffers={buffer.name: buffer for buffer in plan.buffers},
         position={kernel.output: position for position, kernel in enumerate(plan.kernels)},
         readers={name: tuple(names) for name, names in readers.items()},
+        outputs=frozenset(plan.outputs),
     )
 
 

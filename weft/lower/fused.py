@@ -467,9 +467,10 @@ def region_fits(plan: Plan, target: Target, online_lowering=None):
         if not region.is_fused:
             return None
         key = _region_canonical(plan, region, ()).key
-        if key not in answers:
-            answers[key] = region_fit(plan, region, target, online_lowering, views)
-        return answers[key]
+        answer = answers.get(key, answers)  # hashes the (large) key once
+        if answer is answers:
+            answer = answers[key] = region_fit(plan, region, target, online_lowering, views)
+        return answer
 
     return fits
 
