@@ -224,7 +224,12 @@ class CompiledPlan:
     def describe(self) -> str:
         """How each lowered function runs: one line per nest."""
         lines = [f"{self!r}"]
+        seen: set[str] = set()
         for function in self.lowered.functions:
+            if function.name in seen:  # a shared function (weft.lower.reuse): the same nests again
+                lines.append(f"  {function.name} again, on {', '.join(function.members)}")
+                continue
+            seen.add(function.name)
             tile = f" (tiles of {function.tile_loop.size} along {function.tile_loop.variable})" \
                 if function.tile_loop else ""
             lines.append(f"  {function.name}{tile}")
@@ -244,8 +249,9 @@ class CompiledPlan:
         return self.arena_bytes + scratch + outputs
 
     def __repr__(self) -> str:
+        distinct = len(set(self.function_names))
         return (f"CompiledPlan({self.plan.name}, contract={self.config.contract}, "
-                f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+                f"functions={distinct}, calls={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
 
 
 def compile(  # noqa: A001 - the public name is weft.compile

@@ -50,7 +50,11 @@ def test_identical_layers_share_one_function_per_signature(fusion):
     source = four.source_path.read_text()
     for function in distinct_four:
         assert _defined(source, function.name) == 1, function.name
-    called = re.findall(r"if \((\w+)\(", source.split("static int wf_steps(")[1].split("int wf_run(")[0])
+    # the runner's step table calls, in order, the function of every occurrence
+    callers = dict(re.findall(r"static int (wf_call_\d+)\(.*return (\w+)\(", source))
+    table = re.search(r"wf_callers\[\d+\] = \{([^}]*)\}", source).group(1).replace(" ", "").split(",")
+    steps = re.search(r"wf_step_caller\[\d+\] = \{([^}]*)\}", source).group(1).replace("\n", "").split(",")
+    called = [callers[table[int(step)]] for step in steps]
     assert called == [function.name for function in four.lowered.functions]
 
 
