@@ -9,7 +9,9 @@ The stages run in order, each a plain function over immutable values::
     build    weft.codegen.build            -> cached shared object (the C compiler when cold)
     load     weft.runtime.NativeRunner     -> one C call per plan run
 
-``CompiledPlan.stage_seconds`` records the time of each.
+A compile record (``weft.runtime.record``: keyed by the plan, the options and Weft's own
+source) keeps the lowered plan, arena and C of each compile, so a warm compile skips
+compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of each stage.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.runtime.record import load_record, record_key, save_record
 
 
 def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
@@ -55,11 +58,14 @@ def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]
 
 @contextlib.contextmanager
 def _timed(seconds: dict[str, float], stage: str):
-    start = time.perf_counter()
+    """Add the wall time of the block to ``seconds[stage]`` and its CPU time (this process)
+    to ``seconds[stage + "_cpu"]`` (on a shared machine wall time includes waiting for a core)."""
+    start, start_cpu = time.perf_counter(), time.process_time()
     try:
         yield
     finally:
         seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - start
+        seconds[stage + "_cpu"] = seconds.get(stage + "_cpu", 0.0) + time.process_time() - start_cpu
 
 
 class Prepared:
@@ -116,8 +122,10 @@ class CompiledPlan:
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
         self._raw_outputs: list[np.ndarray] | None = None
-        # seconds per compile stage (compose, lower, render, build, load), set by ``compile``
+        # seconds per compile stage (compose, lower, render, build, load; wall, and "<stage>_cpu"
+        # for this process's CPU time), set by ``compile``
         self.stage_seconds: dict[str, float] = {}
+        self.from_record = False  # True: regions, lowering and C came from the compile record
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -288,14 +296,24 @@ def compile(  # noqa: A001 - the public name is weft.compile
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     seconds: dict[str, float] = {}
-    lowered = _lower(plan, config, target, seconds)
-    with _timed(seconds, "render"):
-        arena = plan_arena(plan, lowered)
-        source = render_source(plan, lowered, arena)
+    with _timed(seconds, "record"):
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas)
+        recorded = load_record(config.cache_dir, key)
+    if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
+        lowered, arena, source = recorded
+    else:
+        lowered = _lower(plan, config, target, seconds)
+        with _timed(seconds, "render"):
+            arena = plan_arena(plan, lowered)
+            source = render_source(plan, lowered, arena)
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
+    if recorded is None:
+        with _timed(seconds, "record"):
+            save_record(config.cache_dir, key, lowered, arena, source)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled.from_record = recorded is not None
     compiled.stage_seconds = seconds
     return compiled
 

@@ -23,7 +23,8 @@ from weft.ir.canonical import Canonical, canonical_tiled_group
 def region_canonical(plan: Plan, region: Region, contract: str) -> Canonical:
     """The name-free key of ``region`` and its buffers in canonical order (see module doc)."""
     return canonical_tiled_group(
-        plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, (contract,)
+        plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, (contract,),
+        stable=True,
     )
 
 

@@ -111,11 +111,14 @@ def _expr(expr: Expr, axes: Mapping[str, str], namer: _Namer) -> tuple:
     raise TypeError(f"not an expression: {expr!r}")
 
 
-def member_form(plan: Plan, member: str) -> tuple[tuple, tuple[str, ...]]:
+def member_form(plan: Plan, member: str) -> tuple[tuple, int, tuple[str, ...]]:
     """``member`` described with its own buffers numbered by first appearance (its output
-    last), and those buffers in that order; computed once per member of a plan."""
-    forms = plan.index.derived.setdefault("canonical_member_forms", {})
+    last): the form, a small number standing for it in this plan (equal forms, equal
+    numbers), and the member's buffers in that order. Computed once per member of a plan."""
+    derived = plan.index.derived
+    forms = derived.setdefault("canonical_member_forms", {})
     if member not in forms:
+        numbers = derived.setdefault("canonical_form_numbers", {})
         kernel = plan.kernel(member)
         namer = _Namer()
         axes = {axis.name: f"a{n}" for n, axis in enumerate(kernel.axes)}
@@ -127,30 +130,48 @@ def member_form(plan: Plan, member: str) -> tuple[tuple, tuple[str, ...]]:
             (kernel.fold.combiner.value, tuple(axis.extent for axis in kernel.fold.axes)) if kernel.fold else None,
             body,
         )
-        forms[member] = (form, tuple(namer.numbers))
+        forms[member] = (form, numbers.setdefault(form, len(numbers)), tuple(namer.numbers))
     return forms[member]
 
 
 def canonical_group(
-    plan: Plan, members: Iterable[str], private: Iterable[str] = (), extra: tuple = ()
+    plan: Plan, members: Iterable[str], private: Iterable[str] = (), extra: tuple = (), stable: bool = False
 ) -> Canonical:
     """The canonical form of ``members`` (in the order given) of ``plan`` (see module doc).
 
     ``private`` names the members whose output lives only inside the group;
     ``extra`` is added to the key as it is (it must already be free of names). Each
     member's own form is computed once per plan; the group renumbers its buffers.
+    The key holds each member's form by its number in this plan (cheap to hash and
+    compare: keys of one plan compare correctly); ``stable`` puts the forms themselves
+    in it instead, so keys of different plans compare (and digests last).
     """
     namer = _Namer()
     described = []
     for member in members:
-        form, buffers = member_form(plan, member)
-        described.append((form, tuple(namer(buffer) for buffer in buffers)))
+        form, number, buffers = member_form(plan, member)
+        described.append((form if stable else number, tuple(namer(buffer) for buffer in buffers)))
     hidden = set(private)
     buffers = tuple(namer.numbers)
-    shapes = tuple(
-        (plan.buffer(name).shape, plan.buffer(name).dtype.value, name in hidden) for name in buffers
-    )
+    layouts = _layouts(plan)
+    shapes = tuple((layouts[name], name in hidden) for name in buffers)
     return Canonical((tuple(described), shapes, extra), buffers)
+
+
+def _layouts(plan: Plan) -> dict[str, tuple]:
+    """Buffer -> (shape, dtype), once per plan."""
+    layouts = plan.index.derived.get("canonical_layouts")
+    if layouts is None:
+        layouts = {name: (buffer.shape, buffer.dtype.value) for name, buffer in plan.index.buffers.items()}
+        plan.index.derived["canonical_layouts"] = layouts
+    return layouts
+
+
+def _axis_positions(plan: Plan, member: str) -> dict[str, int]:
+    positions = plan.index.derived.setdefault("canonical_axis_positions", {})
+    if member not in positions:
+        positions[member] = {axis.name: n for n, axis in enumerate(plan.kernel(member).axes)}
+    return positions[member]
 
 
 def canonical_tiled_group(
@@ -161,12 +182,13 @@ def canonical_tiled_group(
     anchor_axes: tuple[str, ...],
     tile_maps: tuple[tuple[str, tuple[tuple[str, str], ...]], ...],
     extra: tuple = (),
+    stable: bool = False,
 ) -> Canonical:
     """``canonical_group`` of a region tiled along common axes (``weft.compose.Region``'s
     fields): the tiling options are part of the key, each axis by its position in its member."""
 
     def position(member: str, axis: str) -> int:
-        return next(n for n, candidate in enumerate(plan.kernel(member).axes) if candidate.name == axis)
+        return _axis_positions(plan, member)[axis]
 
     order = {name: n for n, name in enumerate(members)}
     tiling = (
@@ -177,4 +199,4 @@ def canonical_tiled_group(
             for axis, mapping in tile_maps
         ),
     )
-    return canonical_group(plan, members, private, (tiling, *extra))
+    return canonical_group(plan, members, private, (tiling, *extra), stable)
