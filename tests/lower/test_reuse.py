@@ -128,3 +128,48 @@ def test_each_distinct_candidate_is_fitted_once(monkeypatch):
                        fits=fused_lowering.region_fits(plan, target, online_lowering_for("inference")))
         counts.append(len(calls))
     assert counts[0] == counts[1] > 0
+
+
+def _row_wise_stack(layers: int, tokens: int = 128, hidden: int = 384, ffn: int = 1536):
+    """Layers with no attention between them: every member tiles along the rows, so growth
+    from the last member could run back through the whole plan (issue 13). The weights (2.3 MB)
+    are out of cache: no fused region may cut their reuse, so none spans a whole layer."""
+    def stack(x, *weights):
+        for layer in range(layers):
+            wi, bi, wf, bf, g, b = weights[6 * layer: 6 * layer + 6]
+            x = nn.layer_norm(x + nn.linear(nn.gelu(nn.linear(x, wi, bi)), wf, bf), hidden, g, b)
+        return x
+
+    shapes = [(ffn, hidden), (ffn,), (hidden, ffn), (hidden,), (hidden,), (hidden,)]
+    return nn.trace(stack, nn.spec((tokens, hidden)), *[nn.spec(s) for _ in range(layers) for s in shapes])
+
+
+def test_growth_through_a_row_wise_stack_is_bounded(monkeypatch):
+    from weft.compose.regions import MAX_REGION_MEMBERS
+
+    calls = []
+    original = fused_lowering.region_fit
+    monkeypatch.setattr(fused_lowering, "region_fit", lambda *a, **k: calls.append(1) or original(*a, **k))
+    counts, sizes = [], []
+    for layers in (6, 12):
+        plan = _row_wise_stack(layers)
+        calls.clear()
+        partition = choose_regions(plan, "greedy", "inference", fits=fused_lowering.region_fits(
+            plan, Target(lanes=16, contract="inference"), online_lowering_for("inference")))
+        counts.append(len(calls))
+        sizes.append([region.size for region in partition.regions])
+        assert max(len(growth.candidates) for growth in partition.growths) <= MAX_REGION_MEMBERS
+    assert counts[0] == counts[1]  # each distinct candidate asked once, however deep the stack
+    assert sizes[1][-len(sizes[0]) // 2:] == sizes[0][-len(sizes[0]) // 2:]  # the same regions per layer
+
+
+def test_a_row_wise_stack_gives_the_oracle_bytes():
+    """Small weights: regions span layers, up to the growth limit, and compute the oracle's bytes."""
+    from weft.compose.regions import MAX_REGION_MEMBERS
+
+    plan = _row_wise_stack(5, tokens=16, hidden=32, ffn=64)  # 50 members
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(plan.buffer(n).shape, dtype=np.float32) * 0.3 for n in plan.inputs]
+    compiled = _compile(plan, "strict", "greedy")
+    assert max(len(function.members) for function in compiled.lowered.functions) == MAX_REGION_MEMBERS
+    assert compiled(*arrays).tobytes() == run(plan, *arrays).tobytes()

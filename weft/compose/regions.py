@@ -138,8 +138,19 @@ def map_tile_axis(
     return producer.axes[dimension].name, ""
 
 
-def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Growth:
-    """Grow every candidate region from ``anchor``; ``available`` limits who may join."""
+MAX_REGION_MEMBERS = 32
+"""Growth stops at this many members. Without a limit a plan whose members all tile along
+one axis (a stack of row-wise layers with no attention between them) grows every anchor
+back through the whole plan: quadratic candidates, each asked whether it lowers (issue 13:
+region_fit called 1,248 times for a 6-layer encoder). The largest region any built-in
+workload chooses has 12 members (a decode step's attention with its projections)."""
+
+
+def grow(
+    plan: Plan, anchor: str, available: frozenset[str] | None = None, limit: int | None = MAX_REGION_MEMBERS
+) -> Growth:
+    """Grow every candidate region from ``anchor``; ``available`` limits who may join, ``limit``
+    the members of the largest candidate (None: no limit)."""
     index = plan.index
     kernels = index.kernels
     if anchor not in kernels:
@@ -167,6 +178,9 @@ def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Gr
     # than it, so it can never join afterwards; one pass decides each producer.
     while heap:
         _, name = heapq.heappop(heap)
+        if limit is not None and len(members) >= limit:
+            refusals.append(Refusal(name, anchor, f"the region has reached {limit} members (the growth limit)"))
+            continue
         if available is not None and name not in available:
             refusals.append(Refusal(name, anchor, "already in another region"))
             continue
