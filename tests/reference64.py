@@ -34,17 +34,49 @@ from weft.ir import (
     Where,
 )
 
+
+def _divide(a, b):
+    """Float division, or integer division truncating toward zero with a / 0 = 0 and
+    INT_MIN / -1 = INT_MIN (the contract), via fmod so it shares no code with the oracle."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind != "i" or b.dtype.kind != "i":
+        return np.divide(a, b)
+    dtype = np.result_type(a, b)
+    a, b = a.astype(dtype), b.astype(dtype)
+    ordinary = (b != 0) & (b != -1)
+    divisor = np.where(ordinary, b, 1).astype(dtype)
+    quotient = (a - np.fmod(a, divisor)) // divisor  # an exact multiple: floor is truncation
+    return np.where(b == 0, 0, np.where(b == -1, np.negative(a), quotient)).astype(dtype)
+
+
+def _cast(value, dtype: DType):
+    """Casts; float to int truncates and saturates, NaN -> 0 (the contract)."""
+    value = np.asarray(value)
+    if dtype is DType.FLOAT32:
+        return value.astype(np.float64)
+    target = np.dtype(dtype.value)
+    if value.dtype.kind == "f" and target.kind == "i":
+        info = np.iinfo(target)
+        clipped = np.clip(np.nan_to_num(value, nan=0.0), float(info.min), float(info.max))
+        high = value >= 2.0 ** (info.bits - 1)
+        return np.where(high, info.max, np.trunc(clipped).astype(target)).astype(target)
+    return value.astype(target)
+
+
 UNARY = {
     UnaryOp.NEG: np.negative, UnaryOp.ABS: np.abs, UnaryOp.EXP: np.exp, UnaryOp.LOG: np.log,
     UnaryOp.SQRT: np.sqrt, UnaryOp.RSQRT: lambda x: 1.0 / np.sqrt(x), UnaryOp.TANH: np.tanh,
     UnaryOp.ERF: special.erf, UnaryOp.SIGMOID: lambda x: 1.0 / (1.0 + np.exp(-x)), UnaryOp.NOT: np.logical_not,
 }
 BINARY = {
-    BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply, BinaryOp.DIV: np.divide,
+    BinaryOp.ADD: np.add, BinaryOp.SUB: np.subtract, BinaryOp.MUL: np.multiply, BinaryOp.DIV: _divide,
+    BinaryOp.FMOD: np.fmod,
     BinaryOp.MAX: np.maximum, BinaryOp.MIN: np.minimum, BinaryOp.LT: np.less, BinaryOp.LE: np.less_equal,
     BinaryOp.GT: np.greater, BinaryOp.GE: np.greater_equal, BinaryOp.EQ: np.equal, BinaryOp.NE: np.not_equal,
     BinaryOp.AND: np.logical_and, BinaryOp.OR: np.logical_or,
 }
+
+
 FOLD = {Combiner.SUM: np.sum, Combiner.MAX: np.max, Combiner.MIN: np.min}
 
 
@@ -95,8 +127,7 @@ class _Member:
             case Where(condition, a, b):
                 return np.where(self.expr(condition), self.expr(a), self.expr(b))
             case Cast(operand, dtype):
-                inner = np.asarray(self.expr(operand))
-                return inner.astype(np.float64) if dtype is DType.FLOAT32 else inner.astype(dtype.value)
+                return _cast(self.expr(operand), dtype)
         raise TypeError(node)
 
 

@@ -10,7 +10,9 @@ that covers everything they depend on::
 
 so a warm compile of the same plan skips composing, lowering and rendering. Hashing
 Weft's own source (as Triton hashes its compiler) means an edited Weft never reads
-a record an older one wrote. A record that cannot be read is ignored (and rewritten);
+a record an older one wrote; it cannot see objects patched at run time, so a test that
+patches Weft in-process compiles into a cache folder of its own. A record that cannot be
+read is ignored (and rewritten);
 every file is written to a temporary name and renamed, so readers see whole files.
 """
 
