@@ -356,7 +356,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
     """
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
-    verify(plan)
+    if not isinstance(plan, Plan):
+        verify(plan)  # its error says what a plan is
     if blas is None:
         blas = scipy_sgemm_pointer() is not None
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
@@ -370,8 +371,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas)
         recorded = load_record(config.cache_dir, key)
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
-        lowered, arena, source = recorded
+        lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
+        verify(plan)
         lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
