@@ -23,6 +23,11 @@ buffers that became scratch, and list them in ``LoweredFunction.private``:
 neither plan inputs/outputs nor private. ``tests/lower/test_hooks.py`` builds such
 a function by hand.
 
+Identical groups (the same canonical form, ``weft.ir.canonical``: every layer of a
+decoder) are lowered once and the other occurrences call that function with their own
+buffers (``weft.lower.reuse``); ``LoweredPlan.functions`` lists the calls in execution
+order, and calls that share a function share its name.
+
 Nests are chosen in ``weft.lower.schedule`` (vector axis, register block,
 packed panels, transposed tiles for Strict row reductions, fold lanes under
 Inference) and rendered by ``weft.codegen``; a nest type the C renderer does not
