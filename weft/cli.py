@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = (
     "weft.compose.cli",     # weft explain
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
+    "weft.cost.cli",        # weft machine
 )
 
 

@@ -35,6 +35,94 @@ from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointe
 from weft.runtime.memory import ArenaPlan, plan_arena
 from weft.runtime.record import load_record, record_key, save_record
 
+PRICING_SHARE = 0.5
+"""The part of ``Config.budget_s`` the pricing phase may spend (the rest: race, lowering, C)."""
+
+
+class _PricingLowering:
+    """The lowering's functions the pricer needs (``weft.cost.bridge.PlanPricing``): passed
+    in, so neither ``weft.compose`` nor the search imports the lowering's choices."""
+
+    def __init__(self, target: Target, online_lowering) -> None:
+        from weft.lower import fused
+
+        self.target = target
+        self.fused = fused
+        self.lower_one_pass = None if online_lowering is None else (
+            lambda plan, region, views: online_lowering(plan, region, views, target, {v.pointer for v in views.values()})
+        )
+
+    def views(self, plan: Plan):
+        from weft.lower.schedule import default_views
+
+        return default_views(plan)
+
+    def lower_member(self, plan: Plan, member: str, views):
+        from weft.lower.schedule import lower_group
+
+        return lower_group(plan, (member,), views, self.target, set())
+
+    def default_tiling(self, plan: Plan, region):
+        return self.fused.choose_tiling(plan, region, self.target.lanes)
+
+    def tilings(self, plan: Plan, region):
+        """Every tiling ``lower_region`` can emit: each common anchor axis (extent > 1) as the
+        primary, each tile size ``choose_tiling`` tries, within the scratch budget and with no
+        starved contraction. Scratch grows linearly with the primary tile (every private
+        member is tiled along it), so it is measured once per primary axis at a tile of one."""
+        fused, lanes = self.fused, self.target.lanes
+        extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
+        common = [name for name, _ in region.tile_maps] if region.tile_maps else [region.tile_axis]
+        contraction = any(plan.kernel(member).is_contraction for member in region.members)
+        for primary in (name for name in extents if name in common and extents[name] > 1):
+            per_point = fused.shared_scratch_bytes(plan, region, fused.region_tiling(plan, region, 1, primary))
+            for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
+                if per_point * min(size, extents[primary]) > fused.SCRATCH_BUDGET:
+                    continue
+                tiling = fused.region_tiling(plan, region, size, primary)
+                if not contraction or fused.starved_contraction(plan, region, tiling, lanes) is None:
+                    yield tiling
+
+    def lower_fused(self, plan: Plan, region, views, tiling):
+        return self.fused.lower_region(plan, region, views, self.target, {v.pointer for v in views.values()},
+                                       tiling=tiling)
+
+
+def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
+    """The pricer of ``fusion="priced"``: region verdicts for ``plan`` on this machine (its
+    calibrated profile), at ``config.threads``, inside ``PRICING_SHARE`` of ``config.budget_s``."""
+    from weft.compose import online_lowering_for
+    from weft.cost.bridge import PlanPricing
+    from weft.cost.machine import machine_profile
+    from weft.cost.model import machine_numbers
+    from weft.cost.search import Pricer
+
+    profile = profile or machine_profile(config.cache_dir, cc=config.cc)
+    pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
+    lowering = _PricingLowering(target, online_lowering_for(config.contract))
+    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
+                       profile.page_bytes)
+
+
+def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
+    """(LoweredPlan, Partition) under ``fusion="priced"``: regions whose best fused price beats
+    their members unfused, each lowered in the form and tiling that won."""
+    from weft.compose import choose_regions, online_lowering_for
+    from weft.lower.fused import lower_partition, region_tiling
+
+    pricing = pricing or region_pricing(plan, config, target)
+    partition = choose_regions(plan, "priced", config.contract, pricing=pricing)
+    tilings = {}
+    for decision in partition.decisions:
+        verdict = decision.chosen
+        if verdict is not None and verdict.form == "fused" and verdict.tiling:
+            region = partition.region_of(decision.anchor)
+            primary, size = verdict.tiling[-1]
+            tilings[decision.anchor] = region_tiling(plan, region, size, primary)
+    lowered = lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract),
+                              tilings=tilings)
+    return lowered, partition
+
 
 def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
     """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
@@ -42,6 +130,9 @@ def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]
     if config.fusion == "off":
         with _timed(seconds, "lower"):
             return lower_plan(plan, None, target)
+    if config.fusion == "priced":
+        with _timed(seconds, "compose"):  # pricing and lowering together
+            return lower_priced(plan, config, target)[0]
     try:
         from weft.compose import choose_regions, online_lowering_for
         from weft.lower.fused import lower_partition, region_fits
@@ -179,6 +270,7 @@ class CompiledPlan:
         # for this process's CPU time), set by ``compile``
         self.stage_seconds: dict[str, float] = {}
         self.from_record = False  # True: regions, lowering and C came from the compile record
+        self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -294,6 +386,12 @@ class CompiledPlan:
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
         from weft.compose.explain import explain_plan, format_lowering
 
+        if self.partition is not None:  # fusion="priced": the decisions this compile made, with prices
+            from weft.compose.explain import explain_partition
+
+            text = explain_partition(self.plan, self.partition, self.lowered).text()
+            print(text + "\n" + format_lowering(self.lowered), file=file)
+            return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
         target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
         text = explain_plan(self.plan, policy, self.config.contract, target=target, lowered=self.lowered).text()
@@ -367,26 +465,34 @@ def compile(  # noqa: A001 - the public name is weft.compile
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     seconds: dict[str, float] = {}
+    partition = None
+    # the priced policy's partition (explain shows its prices) is not recorded: it always runs
+    recordable = config.fusion != "priced"
     with _timed(seconds, "record"):
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas)
-        recorded = load_record(config.cache_dir, key)
+        recorded = load_record(config.cache_dir, key) if recordable else None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
         lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
-        lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        if config.fusion == "priced":
+            with _timed(seconds, "compose"):
+                lowered, partition = _stage("lowering", plan, lower_priced, plan, config, target)
+        else:
+            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
-    if recorded is None:
+    if recorded is None and recordable:
         with _timed(seconds, "record"):
             save_record(config.cache_dir, key, lowered, arena, source)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact)
     compiled.from_record = recorded is not None
     compiled.stage_seconds = seconds
+    compiled.partition = partition
     return compiled
 
 

@@ -379,10 +379,13 @@ def tile_loop(plan: Plan, region: Region, tiling: Tiling) -> TileLoop:
 
 
 def lower_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
+    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None,
+    tiling: Tiling | None = None,
 ) -> LoweredFunction | None:
-    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
-    tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
+    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused).
+    ``tiling`` (a priced choice) wins over ``tile`` and over ``choose_tiling``."""
+    if tiling is None:
+        tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
     if tiling is None:
         return None
     local_views, scratch = scratch_views(plan, views, tiling, taken, region.private, region)
@@ -476,37 +479,50 @@ def region_fits(plan: Plan, target: Target, online_lowering=None):
 
 
 def lower_partition(
-    plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None
+    plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None,
+    tilings: dict[str, Tiling] | None = None,
 ) -> LoweredPlan:
     """Every region of ``partition`` as one C function call, in execution order.
 
     ``online_lowering(plan, region, views, target, taken)`` may claim a region (the
     rescaled one-pass form under Inference) by returning a function, or None.
     A fused region that lowers neither way raises ``CompileError`` (choose the
-    partition with ``fits=region_fits(...)`` so that it cannot happen). Regions with
-    the same canonical form are lowered once and share the function
-    (``weft.lower.reuse``).
+    partition with ``fits=region_fits(...)`` so that it cannot happen). ``tilings`` (anchor ->
+    ``Tiling``, the priced policy's choices) lowers those regions in the plain fused form
+    with that tiling. Regions with the same canonical form (and the same chosen tiling)
+    are lowered once and share the function (``weft.lower.reuse``).
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
     shared = SharedLowering(views)
     functions = []
     for region in partition.regions:
-        canonical = _region_canonical(plan, region, ("tile", tile, online_lowering is not None))
+        chosen = (tilings or {}).get(region.anchor)
+        canonical = _region_canonical(
+            plan, region, ("tile", tile, online_lowering is not None, _tiling_form(plan, region, chosen)))
         function = shared.lower(
             canonical, region.members, region.private,
-            lambda region=region: _lower_one(plan, region, views, target, taken, tile, online_lowering),
+            lambda region=region, chosen=chosen: _lower_one(
+                plan, region, views, target, taken, tile, online_lowering, chosen),
         )
         functions.append(function)
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
 
 
-def _lower_one(plan, region, views, target, taken, tile, online_lowering) -> LoweredFunction:
+def _tiling_form(plan: Plan, region: Region, tiling: Tiling | None) -> tuple | None:
+    """A chosen tiling without names: (position of the anchor axis, extent, tile size) per axis."""
+    if tiling is None:
+        return None
+    order = [axis.name for axis in plan.kernel(region.anchor).axes]
+    return tuple((order.index(name), extent, size) for name, extent, size in tiling.axes)
+
+
+def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None) -> LoweredFunction:
     function = None
-    if region.is_fused and online_lowering is not None:
+    if region.is_fused and online_lowering is not None and chosen is None:
         function = online_lowering(plan, region, views, target, taken)
     if function is None and region.is_fused:
-        function = lower_region(plan, region, views, target, taken, tile)
+        function = lower_region(plan, region, views, target, taken, tile, chosen)
     if function is None and region.is_fused:
         raise CompileError(
             f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
