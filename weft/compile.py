@@ -124,6 +124,85 @@ def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
     return lowered, partition
 
 
+def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, record=None):
+    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
+    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
+    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
+    verdict written back. ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    from weft.decide.race import RaceBudget
+    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.verdicts import DecidedPricing
+
+    pricing = pricing or region_pricing(plan, config, target)
+    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
+                "compiler": compiler_identity(config.cc)}
+    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
+                             RaceBudget(config.budget_s * config.race_share), race_contenders(pricing, config, target))
+    lowered, partition = lower_priced(plan, config, target, decided)
+    return lowered, partition, decided.decide_report
+
+
+def lower_matched(plan: Plan, config: Config, target: Target):
+    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
+    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
+    from weft.compose import online_lowering_for
+    from weft.decide.legacy import choose_matched
+    from weft.lower.fused import lower_partition, region_fits
+
+    online = online_lowering_for(config.contract)
+    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
+    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+
+
+def admitted_in(plan: Plan, partition) -> dict[str, tuple]:
+    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
+    from weft.decide.library import admitted_bodies
+
+    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
+    return {anchor: bodies for anchor, bodies in found.items() if bodies}
+
+
+def compiler_identity(cc: str) -> str:
+    """The C compiler a verdict was timed with (path and version line)."""
+    from weft.codegen.driver import find_compiler
+
+    compiler = find_compiler(cc)
+    return f"{compiler.path} {compiler.version}"
+
+
+def race_contenders(pricing, config: Config, target: Target):
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
+    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
+    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    from weft.compose import online_lowering_for
+    from weft.compose.partition import Partition
+    from weft.decide.race import RaceInputs
+    from weft.lower.fused import lower_partition, region_tiling
+
+    def contenders_of(region, form: str, tiling, budget):
+        sub = pricing.subplan(region)
+        inputs = RaceInputs().for_plan(sub)
+        tilings = {}
+        if form == "fused" and tiling:
+            primary, size = tiling[-1]
+            tilings[region.anchor] = region_tiling(sub, region, size, primary)
+        partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
+        online = online_lowering_for(config.contract) if form == "one pass" else None
+        contenders = {}
+        for name, lowered in (("unfused", lower_plan(sub, None, target)),
+                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
+            if budget.left() <= 0:
+                return None
+            arena = plan_arena(sub, lowered)
+            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
+            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
+        return contenders
+
+    return contenders_of
+
+
 def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
     """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
     (``seconds`` receives the time of each stage: compose, lower)."""
@@ -271,6 +350,8 @@ class CompiledPlan:
         self.stage_seconds: dict[str, float] = {}
         self.from_record = False  # True: regions, lowering and C came from the compile record
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
+        self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
+        self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -381,6 +462,16 @@ class CompiledPlan:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
+    def kernel_set(self) -> str:
+        """The plan identity of what runs (DESIGN.md section 2): a digest of the lowered
+        functions' structure (members, nests, tilings, scratch, lanes, contract), never of
+        times, notes or where a verdict came from. Two compiles that run the same code agree."""
+        return kernel_set_digest(self.lowered)
+
+    def output_digest(self, *inputs: np.ndarray) -> str:
+        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
+        return output_digest(self(*inputs))
+
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
@@ -390,6 +481,12 @@ class CompiledPlan:
             from weft.compose.explain import explain_partition
 
             text = explain_partition(self.plan, self.partition, self.lowered).text()
+            if self.decide_report is not None:
+                text += "\n" + self.decide_report.describe()
+            if self.bodies is not None:
+                from weft.decide.legacy import describe_bodies
+
+                text += "\n" + describe_bodies(self.bodies)
             print(text + "\n" + format_lowering(self.lowered), file=file)
             return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
@@ -430,6 +527,25 @@ class CompiledPlan:
                 f"functions={distinct}, calls={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
 
 
+def kernel_set_digest(lowered: LoweredPlan) -> str:
+    """sha256 of the lowered plan's structure (its frozen dataclasses' repr: no addresses, no times)."""
+    import hashlib
+
+    return hashlib.sha256(repr(lowered).encode()).hexdigest()[:32]
+
+
+def output_digest(outputs) -> str:
+    """sha256 of each output's shape, dtype and bytes, in order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in outputs if isinstance(outputs, tuple) else (outputs,):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.shape}{array.dtype.str}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]
+
+
 def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
@@ -465,19 +581,27 @@ def compile(  # noqa: A001 - the public name is weft.compile
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     seconds: dict[str, float] = {}
-    partition = None
-    # the priced policy's partition (explain shows its prices) is not recorded: it always runs
-    recordable = config.fusion != "priced"
+    partition = decide_report = bodies = None
+    # greedy and unfused compiles are recorded whole; priced and matched ones keep their own
+    # decision record (weft.decide) and always rebuild their partition (explain shows it)
+    recordable = config.fusion in ("off", "greedy")
     with _timed(seconds, "record"):
-        key = record_key(plan, config.fusion, config.contract, lanes, use_blas)
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
         recorded = load_record(config.cache_dir, key) if recordable else None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
         lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
-        if config.fusion == "priced":
+        if config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+            from dataclasses import replace
+
+            config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
             with _timed(seconds, "compose"):
-                lowered, partition = _stage("lowering", plan, lower_priced, plan, config, target)
+                lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
+        elif config.fusion == "priced":
+            with _timed(seconds, "compose"):  # pricing, racing and lowering together
+                lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
+            bodies = admitted_in(plan, partition)
         else:
             lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
         with _timed(seconds, "render"):
@@ -493,7 +617,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     compiled.from_record = recorded is not None
     compiled.stage_seconds = seconds
     compiled.partition = partition
+    compiled.decide_report = decide_report
+    compiled.bodies = bodies
     return compiled
 
 
-__all__ = ["CompiledPlan", "Prepared", "compile"]
+__all__ = ["CompiledPlan", "Prepared", "compile", "kernel_set_digest", "output_digest"]
