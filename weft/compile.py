@@ -561,8 +561,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
     ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
-    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
-    when SciPy is importable).
+    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: no, the
+    generated contraction microkernel serves every contraction, see
+    ``weft.lower.contraction``; True: BLAS where SciPy is importable).
     ``config``: a complete ``Config`` (then ``contract``, ``threads`` and ``fusion``
     come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
@@ -573,7 +574,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     if not isinstance(plan, Plan):
         verify(plan)  # its error says what a plan is
     if blas is None:
-        blas = scipy_sgemm_pointer() is not None
+        blas = False
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
     if lanes is None:
         lanes = lanes_for(cpu_features())

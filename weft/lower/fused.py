@@ -36,6 +36,7 @@ from weft.errors import CompileError
 from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 from weft.ir.canonical import Canonical, canonical_tiled_group
 from weft.lower.access import Access, load_access, row_major_strides
+from weft.lower.contraction_epilogue import lower_contraction_region
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.reuse import SharedLowering
 from weft.lower.schedule import (
@@ -418,6 +419,9 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
     if region.tile_axis is None:
         return f"{region.anchor} has no output axis to tile along"
     views = views if views is not None else default_views(plan)
+    if target.microkernel and lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                       target.contract, PARALLEL_MIN_WORK, lambda: "probe"):
+        return None
     if choose_tiling(plan, region, target.lanes) is not None:
         return None
     if online_lowering is not None:
@@ -519,7 +523,11 @@ def _tiling_form(plan: Plan, region: Region, tiling: Tiling | None) -> tuple | N
 
 def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None) -> LoweredFunction:
     function = None
-    if region.is_fused and online_lowering is not None and chosen is None:
+    if region.is_fused and target.microkernel:  # a contraction and its elementwise tail
+        function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                            target.contract, PARALLEL_MIN_WORK,
+                                            lambda region=region: region_function_name(region, taken))
+    if function is None and region.is_fused and online_lowering is not None and chosen is None:
         function = online_lowering(plan, region, views, target, taken)
     if function is None and region.is_fused:
         function = lower_region(plan, region, views, target, taken, tile, chosen)
