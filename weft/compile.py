@@ -2,15 +2,22 @@
 
 The stages run in order, each a plain function over immutable values::
 
-    groups   (fusion="off": one member per group; else weft.compose decides)
-    lower    weft.lower.lower_plan       -> LoweredPlan (loop nests)
-    arena    weft.runtime.plan_arena     -> offsets of intermediates
-    render   weft.codegen.render_source  -> C source
-    build    weft.codegen.build          -> cached shared object
-    bind     weft.runtime.NativeRunner   -> one C call per plan run
+    compose  weft.compose.choose_regions   -> Partition (fusion="off": one member per group)
+    lower    weft.lower.lower_partition    -> LoweredPlan (one function per distinct region,
+             / lower_plan                     called once per occurrence; weft.lower.reuse)
+    render   weft.runtime.plan_arena, weft.codegen.render_source -> C source
+    build    weft.codegen.build            -> cached shared object (the C compiler when cold)
+    load     weft.runtime.NativeRunner     -> one C call per plan run
+
+A compile record (``weft.runtime.record``: keyed by the plan, the options and Weft's own
+source) keeps the lowered plan, arena and C of each compile, so a warm compile skips
+compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of each stage.
 """
 
 from __future__ import annotations
+
+import contextlib
+import time
 
 import numpy as np
 
@@ -27,6 +34,7 @@ from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.runtime.record import load_record, record_key, save_record
 from weft.threads import BlasThreads, thread_pools_record
 
 
@@ -202,25 +210,40 @@ def race_contenders(pricing, config: Config, target: Target):
     return contenders_of
 
 
-def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides. A plan
-    holding an empty tensor is lowered unfused (its loops run no times or once per
-    element of a non-empty output: there is no traffic for a region to save)."""
+def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
+    """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
+    (``seconds`` receives the time of each stage: compose, lower). A plan holding an
+    empty tensor is lowered unfused (there is no traffic for a region to save)."""
     if config.fusion == "off" or has_empty_buffer(plan):
-        return lower_plan(plan, None, target)
+        with _timed(seconds, "lower"):
+            return lower_plan(plan, None, target)
     if config.fusion == "priced":
-        return lower_priced(plan, config, target)[0]
+        with _timed(seconds, "compose"):  # pricing and lowering together
+            return lower_priced(plan, config, target)[0]
     try:
-        import weft.compose as compose
+        from weft.compose import choose_regions, online_lowering_for
+        from weft.lower.fused import lower_partition, region_fits
     except ModuleNotFoundError:
         raise ConfigError(
             f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
         ) from None
-    if hasattr(compose, "lower_fused"):
-        return compose.lower_fused(plan, config, target)
-    if hasattr(compose, "plan_groups"):
-        return lower_plan(plan, tuple(compose.plan_groups(plan, config)), target)
-    raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
+    online = online_lowering_for(config.contract)
+    with _timed(seconds, "compose"):
+        partition = choose_regions(plan, config.fusion, config.contract, fits=region_fits(plan, target, online))
+    with _timed(seconds, "lower"):
+        return lower_partition(plan, partition, target, online_lowering=online)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], stage: str):
+    """Add the wall time of the block to ``seconds[stage]`` and its CPU time (this process)
+    to ``seconds[stage + "_cpu"]`` (on a shared machine wall time includes waiting for a core)."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - start
+        seconds[stage + "_cpu"] = seconds.get(stage + "_cpu", 0.0) + time.process_time() - start_cpu
 
 
 def _where(traceback) -> str:
@@ -333,6 +356,10 @@ class CompiledPlan:
         }
         self.provenance["thread_pools"] = thread_pools_record(config.threads, self.provenance["blas"])
         self._raw_outputs: list[np.ndarray] | None = None
+        # seconds per compile stage (compose, lower, render, build, load; wall, and "<stage>_cpu"
+        # for this process's CPU time), set by ``compile``
+        self.stage_seconds: dict[str, float] = {}
+        self.from_record = False  # True: regions, lowering and C came from the compile record
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
@@ -500,7 +527,12 @@ class CompiledPlan:
     def describe(self) -> str:
         """How each lowered function runs: one line per nest."""
         lines = [f"{self!r}"]
+        seen: set[str] = set()
         for function in self.lowered.functions:
+            if function.name in seen:  # a shared function (weft.lower.reuse): the same nests again
+                lines.append(f"  {function.name} again, on {', '.join(function.members)}")
+                continue
+            seen.add(function.name)
             tile = f" (tiles of {function.tile_loop.size} along {function.tile_loop.variable})" \
                 if function.tile_loop else ""
             lines.append(f"  {function.name}{tile}")
@@ -520,8 +552,9 @@ class CompiledPlan:
         return self.arena_bytes + scratch + outputs
 
     def __repr__(self) -> str:
+        distinct = len(set(self.function_names))
         return (f"CompiledPlan({self.plan.name}, contract={self.config.contract}, "
-                f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+                f"functions={distinct}, calls={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
 
 
 def kernel_set_digest(lowered: LoweredPlan) -> str:
@@ -607,7 +640,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
     bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
-    verify(plan)
+    if not isinstance(plan, Plan):
+        verify(plan)  # its error says what a plan is
     if blas is None:
         blas = False
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
@@ -616,23 +650,44 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
+    seconds: dict[str, float] = {}
     partition = decide_report = bodies = None
-    if has_empty_buffer(plan):
-        lowered = _stage("lowering", plan, _lower, plan, config, target)
-    elif config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
-        from dataclasses import replace
-
-        config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
-        lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
-    elif config.fusion == "priced":
-        lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
-        bodies = admitted_in(plan, partition)
+    # greedy and unfused compiles are recorded whole; priced and matched ones keep their own
+    # decision record (weft.decide) and always rebuild their partition (explain shows it)
+    recordable = config.fusion in ("off", "greedy")
+    with _timed(seconds, "record"):
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
+        recorded = load_record(config.cache_dir, key) if recordable else None
+    if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
+        lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
-        lowered = _stage("lowering", plan, _lower, plan, config, target)
-    arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
-    source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
-    artifact = build(source, config.cc, config.cache_dir, config.contract)
-    compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
+        verify(plan)
+        if has_empty_buffer(plan):
+            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        elif config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+            from dataclasses import replace
+
+            config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
+            with _timed(seconds, "compose"):
+                lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
+        elif config.fusion == "priced":
+            with _timed(seconds, "compose"):  # pricing, racing and lowering together
+                lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
+            bodies = admitted_in(plan, partition)
+        else:
+            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        with _timed(seconds, "render"):
+            arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
+            source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
+    with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
+        artifact = build(source, config.cc, config.cache_dir, config.contract)
+    if recorded is None and recordable:
+        with _timed(seconds, "record"):
+            save_record(config.cache_dir, key, lowered, arena, source)
+    with _timed(seconds, "load"):
+        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
+    compiled.from_record = recorded is not None
+    compiled.stage_seconds = seconds
     compiled.partition = partition
     compiled.decide_report = decide_report
     compiled.bodies = bodies

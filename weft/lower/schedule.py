@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.ir import AxisIndex, Buffer, DType, Kernel, Load, Plan, expr_loads
+from weft.ir.canonical import canonical_group
 from weft.lower.access import Access, address_step, load_access, row_major_strides, transposable
 from weft.lower.contraction import lower_contraction
 from weft.lower.gemm import match_gemm
@@ -29,6 +30,7 @@ from weft.lower.nest import (
     LoweredPlan,
     MemberNest,
 )
+from weft.lower.reuse import SharedLowering
 
 # Work (output points x fold points) below which a nest runs on one thread: an
 # OpenMP fork costs a few microseconds, more than a small member's whole run.
@@ -340,7 +342,12 @@ def lower_plan(plan: Plan, groups: tuple[tuple[str, ...], ...] | None, target: T
         groups = tuple((kernel.output,) for kernel in plan.kernels)
     views = default_views(plan)
     taken: set[str] = set()
-    functions = tuple(lower_group(plan, tuple(group), views, target, taken) for group in groups)
+    shared = SharedLowering(views)  # identical groups (every layer's) share one function
+    functions = tuple(
+        shared.lower(canonical_group(plan, tuple(group)), tuple(group), (),
+                     lambda group=group: lower_group(plan, tuple(group), views, target, taken))
+        for group in groups
+    )
     return LoweredPlan(functions=functions, buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
 
 
