@@ -66,8 +66,17 @@ def verdicts(plan, arrays: list[np.ndarray], got, contract: str) -> list[compare
     if contract == "strict":
         return [compare.strict(np.asarray(g), np.asarray(o)) for g, o in zip(got, oracle, strict=True)]
     values, magnitudes = bounds64(plan, *arrays)
-    return [compare.inference(np.asarray(g), np.asarray(o), values[name], magnitudes.get(name))
-            for g, o, name in zip(got, oracle, plan.outputs, strict=True)]
+    results = []
+    for g, o, name in zip(got, oracle, plan.outputs, strict=True):
+        verdict = compare.inference(np.asarray(g), np.asarray(o), values[name], magnitudes.get(name))
+        # the bound must hold for the oracle too; where it does not, the oracle or the
+        # bound is wrong, and either is a finding (never a silent pass or a blamed compile)
+        oracle_verdict = compare.inference(np.asarray(o), np.asarray(o), values[name], magnitudes.get(name))
+        if oracle_verdict.problem:
+            verdict = compare.Verdict(f"the oracle itself breaks the float64 bound: {oracle_verdict.problem}",
+                                      verdict.unchecked)
+        results.append(verdict)
+    return results
 
 
 def check_outputs(plan, arrays: list[np.ndarray], got, contract: str = "strict") -> None:

@@ -10,9 +10,12 @@ error magnitude and ``g`` the compiled value:
 - ints and bools equal ``r`` exactly;
 - where ``o`` is NaN, ``g`` is NaN; where ``o`` is an infinity, ``g`` is the same
   infinity or passes the next rule;
-- otherwise ``|g - r| <= rtol * m + 1e-37`` (``rtol`` 1e-4, the contract's; the floor
-  lets a result below float32's normal range flush). A NaN or an infinity in ``g`` that
-  float32 and float64 do not both give fails;
+- otherwise ``|g - r| <= max(rtol |r|, 16 * 2**-24 * m) + 1e-37``: the contract's
+  relative tolerance (``rtol`` 1e-4), or, where the value is ill-conditioned (``m`` much
+  larger than ``|r|``: cancellation, long folds, ``exp`` of a large argument), sixteen
+  float32 roundings per unit of the magnitude, which any correct reassociation, FMA and
+  Weft's own transcendentals keep (the floor lets a result below float32's normal range
+  flush). A NaN or an infinity in ``g`` that float32 and float64 do not both give fails;
 - where ``r`` is NaN but ``o`` is not (float32 and float64 disagree on the domain, e.g.
   ``sqrt`` of a difference that rounds to either side of 0), the element is not checked
   and is counted as unchecked.
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from weft.fuzz.reference64 import RTOL
+from weft.fuzz.reference64 import FLOAT32_UNIT, RTOL, ULPS
 
 ABSOLUTE_FLOOR = 1e-37
 SHOWN = 4
@@ -88,7 +91,7 @@ def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnit
     o = oracle.astype(np.float64)
     r = np.asarray(reference, np.float64)
     m = np.asarray(magnitude, np.float64)
-    bound = rtol * m + ABSOLUTE_FLOOR
+    bound = np.maximum(rtol * np.abs(r), ULPS * FLOAT32_UNIT * m) + ABSOLUTE_FLOOR
     with np.errstate(all="ignore"):
         within = (g == r) | (np.abs(g - r) <= bound)
     oracle_nan = np.isnan(o)

@@ -17,13 +17,13 @@ analysis, in units of one relative rounding)::
     a / b             m = m_a / |b| + |a/b| m_b / |b| + |a/b|
     f(a)              m = |f'(a)| m_a + |f(a)|   (exp, log, sqrt, rsqrt, tanh, erf, sigmoid)
     max, min, where   m of the operand chosen
-    sum over n terms  m = sum m_t + (n - 1) * 2**-24 / rtol * sum |t|   (any order of the n terms)
+    sum over n terms  m = sum m_t + (n - 1) sum |t|   (the worst case of any order of the n terms)
     max/min fold      m = the largest m_t
 
-A computed value is then within ``rtol * m`` of float64 when every rounding on its
-way is at most ``rtol`` relative: cancellation (``x - mean``), long folds and
-ill-conditioned functions (``exp`` of a large argument) widen the bound exactly as
-far as they amplify an error, and no further.
+A value computed with every rounding at most ``e`` relative (``e = k * 2**-24`` for
+``k`` ulps) is then within ``e * m`` of float64 to first order: cancellation
+(``x - mean``), long folds and ill-conditioned functions (``exp`` of a large argument)
+widen the bound exactly as far as they amplify an error, and no further.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ from weft.ir import (
 
 FLOAT32_UNIT = 2.0**-24
 RTOL = 1e-4  # the Inference contract's relative tolerance (weft.compile's docstring)
+ULPS = 16  # per-operation error allowed under Inference: FMA, reassociation, Weft's own transcendentals
 
 _INT = {DType.INT32: np.int32, DType.INT64: np.int64}
 
@@ -316,8 +317,7 @@ def _fold(combiner, value, magnitude, axes, count):
     if combiner is Combiner.SUM:
         total = np.sum(value, axis=axes)
         absolute = np.sum(np.where(np.isfinite(value), np.abs(value), 0.0), axis=axes)
-        reassociation = (count - 1) * FLOAT32_UNIT / RTOL * absolute
-        return total, _finite_or_zero(np.sum(magnitude, axis=axes) + reassociation, total)
+        return total, _finite_or_zero(np.sum(magnitude, axis=axes) + (count - 1) * absolute, total)
     # max / min: NaN propagates, as weft's max does
     reduce = np.max if combiner is Combiner.MAX else np.min
     return reduce(value, axis=axes), np.max(magnitude, axis=axes)

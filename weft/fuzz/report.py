@@ -21,7 +21,18 @@ from __future__ import annotations
 
 import math
 
-from weft.fuzz.program import Dim, Dims, Index, Program, Ref, Refs, extent, input_seed, resolved_fill, shape_of
+from weft.fuzz.program import (
+    Dim,
+    Dims,
+    Index,
+    Program,
+    Ref,
+    Refs,
+    extent,
+    input_seed,
+    resolved_fill,
+    shape_of,
+)
 
 
 def _literal(value: object) -> str:
