@@ -35,7 +35,7 @@ FLOAT, INT32, INT64, BOOL = "float32", "int32", "int64", "bool"
 # so a run checks everything else; by default it aims at them.
 KNOWN_BUGS = {
     "masked-attention-nan": "issue 8 item 1: Inference+greedy attention, rows whose first 64+ keys are masked -> NaN",
-    "int-min-div": "issue 8 item 2: INT_MIN / -1 traps (SIGFPE)",
+    "int-min-div": "issue 8 item 2: INT_MIN / -1 traps (SIGFPE); the oracle's division by or of INT_MIN is wrong",
     "float-int-cast": "issue 8 item 2: float->int cast of NaN/inf/out-of-range is undefined in C",
     "huge-score-nan": "issue 8 item 5: Inference+greedy attention with |score| > ~1.5e9 -> NaN",
     "value-dim-1": "issue 8 item 6: Inference+greedy attention with value head dim 1 and 16+ keys -> KeyError 'e'",
@@ -44,7 +44,7 @@ KNOWN_BUGS = {
 
 # how often a function is drawn, relative to 1: the members the composition engine
 # rewrites most (attention's one pass, normalisations, contractions) get more programs
-WEIGHTS = {"attention": 6, "softmax": 2, "log_softmax": 2, "layer_norm": 2, "rms_norm": 2, "matmul": 2,
+WEIGHTS = {"attention": 10, "softmax": 2, "log_softmax": 2, "layer_norm": 2, "rms_norm": 2, "matmul": 2,
            "linear": 2, "cross_entropy": 2, "div": 2, "cast": 2, "conv2d": 2}
 
 
@@ -120,7 +120,8 @@ class Builder:
         if fitting and self.chance(0.33):
             return self.rng.choice(fitting)
         name = f"d{len(self.dims)}"
-        self.dims[name] = max(low, self.pick_extent(high))
+        value = self.pick_extent(high)
+        self.dims[name] = value if value >= low else self.rng.randint(low, max(low, high))
         return name
 
     def size(self, shape: tuple[str, ...]) -> int:

@@ -61,18 +61,15 @@ def make_pow(b: Builder, fn: str) -> Value:
 
 def make_arithmetic(b: Builder, fn: str) -> Value:
     dtype = b.rng.choice([FLOAT, FLOAT, INT32, INT64])
-    x = b.operand(dtype)
-    if dtype != FLOAT and fn in ("div", "fmod") and not b.allows("int-min-div"):
-        # INT_MIN / -1: keep the dividend away from INT_MIN
-        x = b.new_input(b.new_shape(b.rng.randint(0, 3)), dtype, "ints:-20:21")
+    tame = dtype != FLOAT and fn in ("div", "fmod") and not b.allows("int-min-div")
+    # steering around INT_MIN in integer division: both operands new, without extremes
+    x = b.new_input(b.new_shape(b.rng.randint(0, 3)), dtype, "ints:-20:21") if tame else b.operand(dtype)
     if b.chance(0.25):
         y = b.scalar(dtype)
         args = (Ref(x.name), y) if b.chance(0.7) else (y, Ref(x.name))
         shape, exact_y = x.shape, True
     else:
-        other = b.partner(x)
-        if dtype != FLOAT and fn in ("div", "fmod") and not b.allows("int-min-div") and not other.name.startswith("in"):
-            other = b.new_input(b.partner_shape(x.shape), dtype, "ints:-20:21")
+        other = b.new_input(b.partner_shape(x.shape), dtype, "ints:-20:21") if tame else b.partner(x)
         args = _refs(x, other) if b.chance(0.8) else _refs(other, x)
         shape, exact_y = broadcast(x.shape, other.shape), other.exact
     exact = dtype != FLOAT or (fn in ("maximum", "minimum") and x.exact and exact_y)
@@ -315,7 +312,8 @@ def make_linear(b: Builder, fn: str) -> Value:
 
 def make_attention(b: Builder, fn: str) -> Value:
     rank = b.rng.choice([2, 3, 4, 4])
-    tq, tk = b.new_dim(high=200), b.new_dim(high=300)
+    tq = b.new_dim(high=200)
+    tk = b.new_dim(high=300, low=64) if b.chance(0.5) else b.new_dim(high=300)  # several one-pass blocks
     depth = b.rng.choice(["1", "3", "8", "16", "32", "64", b.new_dim(high=64)])
     value_depth = b.rng.choice([depth, depth, "1", "5", b.new_dim(high=64)])
     if value_depth == "1" or b.dims.get(value_depth, 0) == 1:
@@ -332,7 +330,7 @@ def make_attention(b: Builder, fn: str) -> Value:
     kv_rows = lead + ((kv_heads,) if kv_heads else ())
     while b.size(rows + (tq, tk)) > 4 * b.budget.elements:
         tq, tk = b.new_dim(high=64), b.new_dim(high=64)
-    huge = b.allows("huge-score-nan") and b.chance(0.08)
+    huge = b.allows("huge-score-nan") and b.chance(0.12)
     q = b.new_input(rows + (tq, depth), FLOAT, "normal:1e10" if huge else None)
     k = b.new_input(kv_rows + (tk, depth), FLOAT)
     v = b.new_input(kv_rows + (tk, value_depth), FLOAT)
@@ -340,7 +338,7 @@ def make_attention(b: Builder, fn: str) -> Value:
     masked_ok = b.allows("masked-attention-nan") or not b.inference or b.dims[tk] < 64
     if b.chance(0.25) and masked_ok:
         kwargs["causal"] = True
-    if b.chance(0.4) and masked_ok:
+    if b.chance(0.5) and masked_ok:
         score_shape = rows + (tq, tk)
         mask_shape = b.rng.choice([(tq, tk), (tk,), score_shape, tuple("1" for _ in rows) + (tq, tk)])
         kind = b.rng.choice(["keymask", "addmask", "bool"])
