@@ -73,7 +73,7 @@ def verdicts(plan, arrays: list[np.ndarray], got, contract: str) -> list[compare
         # bound is wrong, and either is a finding (never a silent pass or a blamed compile)
         oracle_verdict = compare.inference(np.asarray(o), np.asarray(o), values[name], magnitudes.get(name))
         if oracle_verdict.problem:
-            verdict = compare.Verdict(f"the oracle itself breaks the float64 bound: {oracle_verdict.problem}",
+            verdict = compare.Verdict(f"the oracle itself disagrees with float64: {oracle_verdict.problem}",
                                       verdict.unchecked)
         results.append(verdict)
     return results

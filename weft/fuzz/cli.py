@@ -37,6 +37,7 @@ class Failure:
     outcome: Outcome
     shrunk: Program | None = None
     tried: int = 0
+    shrunk_outcome: Outcome | None = None
 
     def to_dict(self, settings: Settings) -> dict:
         smallest = self.shrunk or self.program
@@ -44,6 +45,7 @@ class Failure:
             "index": self.index, "status": self.outcome.status, "stage": self.outcome.stage,
             "message": self.outcome.message, "functions": list(self.program.functions()),
             "shrunk": self.shrunk is not None, "shrink_runs": self.tried,
+            "reproducer_message": (self.shrunk_outcome or self.outcome).message,
             "reproducer_functions": list(smallest.functions()),
             "reproducer": render(smallest, settings.contract, settings.fusion, settings.threads),
         }
@@ -160,6 +162,7 @@ def _shrink_failures(result: Result, pool: Pool, limit: int, seconds: float, log
             return same_failure(pool.check([candidate])[0], reference)
 
         failure.shrunk, failure.tried = shrink(failure.program, still_fails, seconds)
+        failure.shrunk_outcome = pool.check([failure.shrunk])[0]
 
 
 def print_report(result: Result, out=sys.stdout) -> None:
@@ -168,7 +171,7 @@ def print_report(result: Result, out=sys.stdout) -> None:
         s = result.settings
         print(f"\n=== program {failure.index}: {failure.outcome.status} at {failure.outcome.stage} "
               f"({len(failure.program.ops)} ops -> {len(failure.shrunk.ops)} after {failure.tried} runs)", file=out)
-        print("\n".join(failure.outcome.message.splitlines()[:8]), file=out)
+        print("\n".join((failure.shrunk_outcome or failure.outcome).message.splitlines()[:8]), file=out)
         print("--- reproducer ---", file=out)
         print(render(failure.shrunk, s.contract, s.fusion, s.threads), file=out, end="")
     if len(result.failures) > len(shown):

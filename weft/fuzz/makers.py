@@ -63,13 +63,22 @@ def make_arithmetic(b: Builder, fn: str) -> Value:
     dtype = b.rng.choice([FLOAT, FLOAT, INT32, INT64])
     tame = dtype != FLOAT and fn in ("div", "fmod") and not b.allows("int-min-div")
     # steering around INT_MIN in integer division: both operands new, without extremes
-    x = b.new_input(b.new_shape(b.rng.randint(0, 3)), dtype, "ints:-20:21") if tame else b.operand(dtype)
+    # fmod jumps by the divisor where a / b crosses an integer: under Inference, exact operands only
+    exact_only = b.inference and fn == "fmod"
+    x = b.new_input(b.new_shape(b.rng.randint(0, 3)), dtype, "ints:-20:21") if tame else \
+        b.operand(dtype, exact=exact_only)
+    extremes = dtype != FLOAT and fn in ("div", "fmod") and not tame and b.chance(0.4)
+    if extremes:  # INT_MIN / -1 and friends, at the same positions often enough to be met
+        x = b.new_input(b.new_shape(b.rng.randint(1, 2), 4096), dtype, "int_extremes")
     if b.chance(0.25):
         y = b.scalar(dtype)
         args = (Ref(x.name), y) if b.chance(0.7) else (y, Ref(x.name))
         shape, exact_y = x.shape, True
     else:
-        other = b.new_input(b.partner_shape(x.shape), dtype, "ints:-20:21") if tame else b.partner(x)
+        if tame or extremes:
+            other = b.new_input(b.partner_shape(x.shape), dtype, "int_extremes" if extremes else "ints:-20:21")
+        else:
+            other = b.partner(x, exact=exact_only)
         args = _refs(x, other) if b.chance(0.8) else _refs(other, x)
         shape, exact_y = broadcast(x.shape, other.shape), other.exact
     exact = dtype != FLOAT or (fn in ("maximum", "minimum") and x.exact and exact_y)
