@@ -93,16 +93,30 @@ def message_head(message: str) -> str:
     return re.sub(r"\d+", "#", first)[:120]
 
 
+def mismatch_kind(message: str) -> str:
+    """What went wrong in a mismatch: a NaN where a number belongs, a wrong integer, the
+    oracle off float64, or a number off (so shrinking does not drift to another bug)."""
+    if "oracle itself" in message:
+        return "oracle"
+    if re.search(r"compiled=np\.float\d+\(nan\)", message):
+        return "nan"
+    if "compiled=np.int" in message or "compiled=np.bool" in message:
+        return "integer"
+    return "value"
+
+
 def signature(program: Program, outcome: Outcome) -> tuple:
     if outcome.status == "mismatch":
-        return ("mismatch", tuple(sorted(set(program.functions()))))
+        return ("mismatch", mismatch_kind(outcome.message), tuple(sorted(set(program.functions()))))
     return (outcome.status, outcome.stage, message_head(outcome.message))
 
 
 def same_failure(outcome: Outcome, reference: Outcome) -> bool:
     if outcome.status != reference.status:
         return False
-    return outcome.status == "mismatch" or message_head(outcome.message) == message_head(reference.message)
+    if outcome.status == "mismatch":
+        return mismatch_kind(outcome.message) == mismatch_kind(reference.message)
+    return message_head(outcome.message) == message_head(reference.message)
 
 
 def run_fuzz(programs: int, settings: Settings, seed: int = 0, start: int = 0, batch: int = 10, jobs: int = 1,
@@ -165,7 +179,8 @@ def _shrink_failures(result: Result, pool: Pool, limit: int, seconds: float, log
         failure.shrunk_outcome = pool.check([failure.shrunk])[0]
 
 
-def print_report(result: Result, out=sys.stdout) -> None:
+def print_report(result: Result, out=None) -> None:
+    out = out or sys.stdout
     shown = [f for f in result.failures if f.shrunk is not None]
     for failure in shown:
         s = result.settings
