@@ -56,6 +56,13 @@ def _replace_value(program: Program, op_index: int, old: str, new: str, extra: t
     return prune(dataclasses.replace(program, inputs=program.inputs + extra, ops=tuple(ops), outputs=outputs))
 
 
+def _reads(op, name: str) -> bool:
+    for arg in list(op.args) + [v for _, v in op.kwargs]:
+        if (isinstance(arg, Ref) and arg.name == name) or (isinstance(arg, Refs) and name in arg.names):
+            return True
+    return False
+
+
 def _fresh_input(program: Program, shape: tuple[str, ...], dtype: str) -> InputDef:
     taken = {int("".join(c for c in i.name if c.isdigit()) or 0) for i in program.inputs}
     number = max(taken, default=-1) + 1
@@ -70,8 +77,10 @@ def _drop_ops(program: Program) -> Iterator[Program]:
         if len(op.outs) != 1 or not op.shapes:
             continue
         out = op.outs[0]
+        # a result only returned (read by no later op) may be replaced by an operand of any shape
+        only_returned = not any(_reads(later, out) for later in program.ops[index + 1:])
         for arg in list(op.args) + [v for _, v in op.kwargs]:
-            if isinstance(arg, Ref) and types.get(arg.name) == types[out]:
+            if isinstance(arg, Ref) and (only_returned or types.get(arg.name) == types[out]):
                 yield _replace_value(program, index, out, arg.name)
         shape, dtype = types[out]
         fresh = _fresh_input(program, shape, dtype)
