@@ -39,6 +39,13 @@ def test_inference_non_finite_values_follow_the_oracle():
     # float64 NaN where float32 is finite: not checked, but counted
     verdict = compare.inference(f32(5.0), f32(1.0), np.array([np.nan]), magnitude)
     assert verdict.problem is None and verdict.unchecked == 1
+    # the oracle overflowed on the way (inf - inf) where float64 did not: not checked, counted
+    verdict = compare.inference(f32(np.inf), f32(np.nan), np.array([np.inf]), np.array([0.0]))
+    assert verdict.problem is None and verdict.unchecked == 1
+    # terms beyond float32's range: a non-finite result is not checked; a finite one is
+    huge = np.array([1e39])
+    assert compare.inference(f32(np.nan), f32(np.inf), np.array([3e38]), huge).unchecked == 1
+    assert compare.inference(f32(7.0), f32(np.inf), np.array([3e38]), huge).problem is not None
 
 
 def test_inference_integers_are_exact():

@@ -8,17 +8,20 @@ with ``o`` the oracle (float32, Strict order), ``r`` the float64 value, ``m`` it
 error magnitude and ``g`` the compiled value:
 
 - ints and bools equal ``r`` exactly;
-- where ``o`` is NaN, ``g`` is NaN; where ``o`` is an infinity, ``g`` is the same
-  infinity or passes the next rule;
+- where ``o`` and ``r`` are both NaN (NaN in the mathematics: ``0/0``, a fully masked
+  row), ``g`` is NaN; where ``o`` is an infinity, ``g`` is the same infinity or passes the
+  next rule;
 - otherwise ``|g - r| <= max(rtol |r|, 16 * 2**-24 * m) + 1e-37``: the contract's
   relative tolerance (``rtol`` 1e-4), or, where the value is ill-conditioned (``m`` much
   larger than ``|r|``: cancellation, long folds, ``exp`` of a large argument), sixteen
   float32 roundings per unit of the magnitude, which any correct reassociation, FMA and
   Weft's own transcendentals keep (the floor lets a result below float32's normal range
   flush). A NaN or an infinity in ``g`` that float32 and float64 do not both give fails;
-- where ``r`` is NaN but ``o`` is not (float32 and float64 disagree on the domain, e.g.
-  ``sqrt`` of a difference that rounds to either side of 0), the element is not checked
-  and is counted as unchecked.
+- not checked, and counted as unchecked: where ``r`` is NaN but ``o`` is not (float32
+  and float64 disagree on the domain, e.g. ``sqrt`` of a difference that rounds to either
+  side of 0); where ``o`` is NaN but ``r`` is not (float32 overflowed on the way:
+  ``inf - inf``); and where ``g`` is not finite and ``m`` exceeds float32's range (terms
+  beyond it overflow in some orders of a fold and not in others).
 """
 
 from __future__ import annotations
@@ -94,10 +97,11 @@ def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnit
     bound = np.maximum(rtol * np.abs(r), ULPS * FLOAT32_UNIT * m) + ABSOLUTE_FLOOR
     with np.errstate(all="ignore"):
         within = (g == r) | (np.abs(g - r) <= bound)
-    oracle_nan = np.isnan(o)
-    unchecked = np.isnan(r) & ~oracle_nan
+    oracle_nan, reference_nan = np.isnan(o), np.isnan(r)
+    float32_range = np.finfo(np.float32).max
+    unchecked = (reference_nan != oracle_nan) | (~np.isfinite(g) & (m > float32_range))
     same_infinity = np.isinf(o) & (g == o)
-    ok = np.where(oracle_nan, np.isnan(g), same_infinity | within | unchecked)
+    ok = unchecked | np.where(oracle_nan, np.isnan(g), same_infinity | within)
     if np.all(ok):
         return Verdict(None, int(np.count_nonzero(unchecked)))
     return Verdict(_show(~ok, ("compiled", g), ("float64", r), ("bound", bound), ("oracle", o)),
