@@ -19,8 +19,8 @@ from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
-from weft.errors import ConfigError, InputError
-from weft.ir import Plan, verify
+from weft.errors import CompileError, ConfigError, InputError, WeftError
+from weft.ir import Kernel, Plan, verify
 from weft.lower import Target, lower_plan
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
@@ -45,8 +45,61 @@ def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
     raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
 
 
+def _where(traceback) -> str:
+    """The region (or lowered function) and member being worked on where ``traceback`` ends."""
+    group = member = None
+    frames = []
+    while traceback is not None:
+        frames.append(traceback.tb_frame)
+        traceback = traceback.tb_next
+    for frame in reversed(frames):  # innermost first
+        for value in frame.f_locals.values():
+            if member is None:
+                kernel = value if isinstance(value, Kernel) else _kernel_of(value)
+                member = kernel.output if kernel is not None else None
+            if group is None and type(value).__name__ in ("Region", "LoweredFunction"):
+                group = tuple(getattr(value, "members", ()))
+    parts = []
+    if group:
+        parts.append(f"region {', '.join(group)}")
+    if member:
+        parts.append(f"member {member}")
+    return " (" + "; ".join(parts) + ")" if parts else ""
+
+
+def _kernel_of(value) -> Kernel | None:
+    """The member a lowering value is about (a nest or a pass dependent carries ``kernel``)."""
+    try:
+        kernel = getattr(value, "kernel", None)
+    except Exception:  # a property that fails: not what we are looking for
+        return None
+    return kernel if isinstance(kernel, Kernel) else None
+
+
+def _stage(stage: str, plan: Plan, function, *args):
+    """``function(*args)``; an unexpected exception (a Weft bug, not bad input) becomes a
+    ``CompileError`` naming the stage, the plan and the region and member; ``WeftError``s pass."""
+    try:
+        return function(*args)
+    except (WeftError, MemoryError):
+        raise
+    except Exception as problem:
+        raise CompileError(
+            f"internal error while {stage} plan {plan.name}{_where(problem.__traceback__)}: "
+            f"{type(problem).__name__}: {problem}. This is a bug in Weft, not in the program: please report it "
+            "with the plan and the compile options; fusion='off' may avoid it meanwhile."
+        ) from problem
+
+
 class Prepared:
-    """A plan bound to fixed inputs and preallocated outputs: ``prepared()`` runs only the C call."""
+    """A plan bound to the caller's input arrays and preallocated outputs: ``prepared()``
+    runs only the C call.
+
+    Inputs are bound live, never copied: every call reads the arrays' contents at that
+    moment, so writing new values into an input in place (``x[...] = next_batch``) is seen
+    by the next call. (Rebinding a name to a new array is not; prepare again.) That is why
+    ``prepare`` accepts only C-contiguous inputs.
+    """
 
     def __init__(self, compiled: CompiledPlan, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         self.compiled = compiled
@@ -115,7 +168,7 @@ class CompiledPlan:
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
                              f"({', '.join(self.output_names)}), got {len(given)}")
-        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=False):
+        for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=True):
             if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
                 got = (array.shape, array.dtype) if isinstance(array, np.ndarray) else type(array).__name__
                 raise InputError(f"plan {self.plan.name}: out array for {name} must have shape {shape} and "
@@ -126,6 +179,11 @@ class CompiledPlan:
             if any(np.shares_memory(array, source) for source in inputs):
                 raise InputError(f"plan {self.plan.name}: out array for {name} overlaps an input; "
                                  "pass a separate array")
+        for position, (name, array) in enumerate(zip(self.output_names, given, strict=True)):
+            for other_name, other in zip(self.output_names[:position], given[:position], strict=True):
+                if np.shares_memory(array, other):
+                    raise InputError(f"plan {self.plan.name}: out arrays for {other_name} and {name} overlap "
+                                     "(each output needs its own memory); pass separate arrays")
         return given
 
     def gather_error(self, status: int) -> InputError:
@@ -136,7 +194,7 @@ class CompiledPlan:
         )
 
     def results(self, outputs: list[np.ndarray]):
-        by_name = dict(zip(self.output_names, outputs, strict=False))
+        by_name = dict(zip(self.output_names, outputs, strict=True))
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
@@ -154,9 +212,21 @@ class CompiledPlan:
         return self.results(outputs)
 
     def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
-        """Bind inputs and preallocated outputs once; the returned callable runs only the C call."""
-        inputs = self._inputs(arrays)
-        return Prepared(self, inputs, self._outputs(out, inputs))
+        """Bind inputs and preallocated outputs once; the returned callable runs only the C call.
+
+        The inputs are bound live (no copy): each call reads their contents at that moment,
+        so an in-place update between calls is seen. Each input must therefore be
+        C-contiguous (``InputError`` otherwise: pass ``numpy.ascontiguousarray(x)`` and keep
+        that array to update).
+        """
+        checked = check_inputs(self.plan, arrays)
+        for name, array in zip(self.plan.inputs, checked, strict=True):
+            if not array.flags.c_contiguous:
+                raise InputError(
+                    f"plan {self.plan.name}: prepare() binds input {name} live and reads it in place, so it must"
+                    " be C-contiguous; pass numpy.ascontiguousarray(x) (and update that array between calls)"
+                )
+        return Prepared(self, checked, self._outputs(out, checked))
 
     def run_raw(self, *arrays: np.ndarray) -> None:
         """Run into outputs allocated once and reused (see ``raw_outputs``); returns nothing.
@@ -190,7 +260,7 @@ class CompiledPlan:
         )
         if status:
             raise self.gather_error(status)
-        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=False)]
+        return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
@@ -262,9 +332,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = _lower(plan, config, target)
-    arena = plan_arena(plan, lowered)
-    source = render_source(plan, lowered, arena)
+    lowered = _stage("lowering", plan, _lower, plan, config, target)
+    arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
+    source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
     return CompiledPlan(plan, config, lowered, arena, artifact)
 

@@ -18,8 +18,6 @@ from weft.bench.result import load_result, recompute, save_result  # noqa: E402
 from weft.bench.run import BenchOptions, parse_params, run_bench  # noqa: E402
 from weft.cost.machine import machine_profile  # noqa: E402
 
-pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
-
 
 class HandAttention:
     """A workload-shaped object around the hand-built plan (the interface of weft.workloads)."""
@@ -54,17 +52,13 @@ def quick(arms, **kw):
     return BenchOptions(arms=arms, blocks=16, warmup=1, target_round_s=0.01, **kw)
 
 
-def conclusive_run(workload, options, profile, attempts=8):
-    """Run until the A/A control passes and every verdict is conclusive. On a shared
-    machine another process can make a run's spread exceed 5% (the rule then,
-    correctly, says inconclusive) or shift one arm's rounds; such a run is measured
-    again. A quiet machine needs one attempt."""
-    for _ in range(attempts):
-        result = run_bench(workload, options, profile)
-        verdicts = result["in_process"]["verdicts"]
-        if verdicts[0]["status"] == "pass" and all(v["status"] != "inconclusive" for v in verdicts):
-            return result
-    return result
+def verdicts_match_their_rounds(result) -> list[dict]:
+    """The verdicts a run reports, checked against the verdict rule recomputed from its
+    own raw rounds: whatever the machine did, a failed control is reported as failed
+    (never measured again until it passes), and nothing here asserts on timing."""
+    rows = recompute(result)
+    assert rows and all(agree for *_, agree in rows), [(name, stored) for name, _, stored, agree in rows if not agree]
+    return result["in_process"]["verdicts"]
 
 
 def test_arm_grammar():
@@ -83,13 +77,12 @@ def test_arm_grammar():
     assert parse_params(["tokens=2048", "eps=1e-5", "mode=x"]) == {"tokens": 2048, "eps": 1e-5, "mode": "x"}
 
 
-def test_aa_run_passes_without_speedup_and_recomputes(profile, tmp_path):
-    result = conclusive_run(HandAttention(), quick("unfused"), profile)
+def test_aa_run_reports_its_control_and_recomputes(profile, tmp_path):
+    result = run_bench(HandAttention(), quick("unfused"), profile)
     section = result["in_process"]
     assert section["parity"]["reference"] == "oracle"
-    (control,) = section["verdicts"]
-    assert control["candidate"] == "unfused:control"
-    assert control["status"] == "pass" and control["speedup_of"] is None
+    (control,) = verdicts_match_their_rounds(result)
+    assert control["candidate"] == "unfused:control" and control["status"] in ("pass", "fail", "inconclusive")
     assert len(section["blocks"]) == 16
     assert {tuple(b["order"]) for b in section["blocks"]} == {
         ("unfused", "unfused:control", "unfused:control", "unfused"),
@@ -104,12 +97,14 @@ def test_aa_run_passes_without_speedup_and_recomputes(profile, tmp_path):
     assert "flags" in provenance["arms"]["unfused"]
 
 
-def test_slowed_arm_fails(profile):
-    result = conclusive_run(HandAttention(), quick("unfused,slowed", allow_test_arms=True), profile)
-    control, slowed = result["in_process"]["verdicts"]
+def test_slowed_arm_is_judged_from_its_rounds(profile):
+    """The slowed arm does three times the work; its verdict is whatever the rule says of
+    its rounds (checked by recomputation), and its paired ratio shows the extra work."""
+    result = run_bench(HandAttention(), quick("unfused,slowed", allow_test_arms=True), profile)
+    control, slowed = verdicts_match_their_rounds(result)
     assert slowed["candidate"] == "slowed"
-    assert slowed["status"] == "fail", slowed
-    assert slowed["paired_median_ratio"] > 2.0
+    assert slowed["paired_median_ratio"] > 1.5, slowed  # 3x the work: far beyond any noise here
+    assert slowed["status"] != "pass", slowed
 
 
 def test_tampered_result_does_not_recompute_to_the_same_verdict(profile, tmp_path):
@@ -118,6 +113,32 @@ def test_tampered_result_does_not_recompute_to_the_same_verdict(profile, tmp_pat
     result["in_process"]["verdicts"][1]["status"] = "tampered"
     rows = recompute(result)
     assert not all(agree for *_, agree in rows)
+
+
+def test_parity_uses_the_contract_tolerance_and_exact_non_finite_values():
+    """Parity used 2e-3 against a 1e-4 contract, and an inf in the reference made the error 0."""
+    reference = (np.array([1.0, np.inf, -np.inf, np.nan, 0.0], np.float32),)
+
+    def inference(values):
+        return Runner(parse_arm("inference"), lambda: None, (np.array(values, np.float32),))
+
+    assert check_parity([inference([1.00001, np.inf, -np.inf, np.nan, 0.0])], reference, "oracle")[0].ok
+    for wrong in ([1.001, np.inf, -np.inf, np.nan, 0.0],    # within 2e-3, outside 1e-4
+                  [1.0, 3e38, -np.inf, np.nan, 0.0],        # a finite value where the reference has inf
+                  [1.0, -np.inf, -np.inf, np.nan, 0.0],     # an infinity of the wrong sign
+                  [1.0, np.inf, -np.inf, 0.0, 0.0],         # a number where the reference has NaN
+                  [1.0, np.inf, -np.inf, np.nan, np.nan]):  # NaN where the reference has a number
+        with pytest.raises(BenchError, match="parity failed"):
+            check_parity([inference(wrong)], reference, "oracle")
+    # Strict arms: the Strict rule (NaN anywhere it is NaN, any payload; -0.0 is not +0.0)
+    payload = reference[0].copy()
+    payload.view(np.uint32)[3] = 0xFFC00001
+    strict = Runner(parse_arm("unfused"), lambda: None, (payload,))
+    assert check_parity([strict], reference, "oracle")[0].ok
+    negative_zero = reference[0].copy()
+    negative_zero[4] = -0.0
+    with pytest.raises(BenchError, match="parity failed"):
+        check_parity([Runner(parse_arm("unfused"), lambda: None, (negative_zero,))], reference, "oracle")
 
 
 def test_parity_failure_is_an_error():
@@ -145,7 +166,7 @@ def test_stage_and_budget(profile):
 
 
 def test_torch_peer_parity(profile):
-    pytest.importorskip("torch")
+    pytest.importorskip("torch", reason="PyTorch is not installed (optional peer; .ci/run installs it)")
     options = BenchOptions(arms="unfused,torch-sdpa,torch-eager", blocks=2, target_round_s=0.002)
     result = run_bench(HandAttention(), options, profile)
     checks = {c["label"]: c for c in result["in_process"]["parity"]["checks"]}

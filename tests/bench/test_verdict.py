@@ -158,3 +158,24 @@ def test_an_arm_against_an_exact_copy_of_itself_passes_without_speedup(rows):
     assert verdict.status in (PASS, INCONCLUSIVE)  # inconclusive only when first/last drift > 5%
     if verdict.spread <= 0.05:
         assert verdict.status == PASS
+
+
+def test_a_biased_control_is_reported_as_a_failed_control():
+    """Synthetic rounds in place of the A/A retries: a control whose copy is 4% slower in
+    every block, on a quiet machine (spread 0.5%), is a failed control, reported first."""
+    blocks = [
+        Block(("A", "A:control", "A:control", "A"), (1.0, 1.04, 1.045, 1.005)),
+        Block(("A:control", "A", "A", "A:control"), (1.04, 1.0, 1.005, 1.045)),
+    ] * 4
+    control, candidate = judge_all(blocks, "A", "A:control", ["A:control"])
+    assert control.candidate == "A:control" and control.status == FAIL
+    assert control.regression == pytest.approx((1.04 + 1.045) / 2.005 - 1)
+    # the same control with the copy's rounds identical to the arm's passes
+    fair = [Block(b.order, tuple(1.0 if "control" in label else 1.0 for label in b.order)) for b in blocks]
+    assert judge_all(fair, "A", "A:control", [])[0].status == PASS
+    # and noise (spread over 5%) is inconclusive, never a pass
+    noisy = [
+        Block(("A", "A:control", "A:control", "A"), (1.0, 1.0, 1.1, 1.1)),
+        Block(("A:control", "A", "A", "A:control"), (1.0, 1.0, 1.1, 1.1)),
+    ]
+    assert judge_all(noisy, "A", "A:control", [])[0].status == INCONCLUSIVE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ from weft.config import config_from_env
 from weft.errors import CompileError
 from weft.ir import Axis, AxisIndex, Binary, BinaryOp, Buffer, Const, DType, Kernel, Load, Plan, Role
 from weft.oracle import run
+from weft.testing import assert_strict_equal
 
 
 def small_plan(scale: float = 3.0, name: str = "small") -> Plan:
@@ -56,7 +58,7 @@ def test_second_compile_does_not_run_the_compiler(tmp_path, counting_cc):
     second = weft.compile(plan, config=_config(tmp_path, cc))
     assert runs() == 1 and not second.compiled_now
     assert second.so_path == first.so_path
-    assert second(x).tobytes() == run(plan, x).tobytes()
+    assert_strict_equal(second(x), run(plan, x))
     weft.compile(small_plan(4.0), config=_config(tmp_path, cc))  # a different plan does compile
     assert runs() == 2
 
@@ -85,7 +87,7 @@ def test_corrupted_entry_is_rebuilt_and_reported(tmp_path, counting_cc, damage):
         rebuilt = weft.compile(plan, config=_config(tmp_path, cc))
     assert runs() == 2 and rebuilt.compiled_now
     x = np.ones((3, 21), np.float32)
-    assert rebuilt(x).tobytes() == run(plan, x).tobytes()
+    assert_strict_equal(rebuilt(x), run(plan, x))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not weft.compile(plan, config=_config(tmp_path, cc)).compiled_now
@@ -148,3 +150,68 @@ def test_unwritable_cache_folder_names_the_fix(tmp_path):
 
     with pytest.raises(ConfigError, match="WEFT_CACHE_DIR"):
         build("int f(void) { return 0; }", "cc", blocker, "strict")
+
+
+def test_a_compiler_that_writes_nothing_does_not_poison_the_cache(tmp_path):
+    """WEFT_CC=true exits 0 and writes nothing: the error says so and names the command,
+    nothing is cached, and a working compiler afterwards builds the plan."""
+    plan = small_plan(11.0, name="poison")
+    with pytest.raises(CompileError, match="no loadable object") as info:
+        weft.compile(plan, config=_config(tmp_path, "true"))
+    message = str(info.value)
+    assert "OpenMP" not in message and "libgomp" not in message
+    assert info.value.command and info.value.command[0].endswith("true") and " ".join(info.value.command) in message
+    folder = tmp_path / "cache" / "objects"
+    assert not list(folder.glob("*.entry")) and not list(folder.glob("*.so")) and not list(folder.glob("*.tmp*"))
+    with pytest.raises(CompileError, match="no loadable object"):  # still no cached object to reuse
+        weft.compile(plan, config=_config(tmp_path, "true"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = weft.compile(plan, config=_config(tmp_path, "cc"))
+    x = np.ones((3, 21), np.float32)
+    assert compiled.compiled_now and float(compiled(x)[0, 0]) == 11.0
+
+
+def test_a_cached_object_that_does_not_load_is_a_corrupt_entry(tmp_path, counting_cc):
+    """An entry whose object matches its digest but cannot be loaded (what a compiler that
+    wrote nothing used to leave behind) is reported, deleted and rebuilt."""
+    cc, runs = counting_cc
+    plan = small_plan(12.0, name="unloadable")
+    first = weft.compile(plan, config=_config(tmp_path, cc))
+    entry_path = first.so_path.parent / f"{first.so_path.name.split('-')[0]}.entry"
+    entry = json.loads(entry_path.read_text())
+    empty = first.so_path.parent / "empty.so"
+    empty.write_bytes(b"")
+    entry.update(so=empty.name, size=0, sha256=hashlib.sha256(b"").hexdigest())
+    entry_path.write_text(json.dumps(entry))
+    with pytest.warns(CacheWarning, match="does not load"):
+        rebuilt = weft.compile(plan, config=_config(tmp_path, cc))
+    assert rebuilt.compiled_now and runs() == 2
+    assert float(rebuilt(np.ones((3, 21), np.float32))[0, 0]) == 12.0
+
+
+def test_an_altered_cached_source_is_a_corrupt_entry(tmp_path, counting_cc):
+    cc, runs = counting_cc
+    plan = small_plan(13.0, name="altered_source")
+    first = weft.compile(plan, config=_config(tmp_path, cc))
+    original = first.source_path.read_text()
+    first.source_path.write_text(original.replace("13.0", "14.0"))
+    with pytest.warns(CacheWarning, match=r"\.c is truncated or altered"):
+        rebuilt = weft.compile(plan, config=_config(tmp_path, cc))
+    assert rebuilt.compiled_now and runs() == 2 and rebuilt.source_path.read_text() == original
+    first.source_path.unlink()
+    with pytest.warns(CacheWarning, match=r"\.c is missing"):
+        assert weft.compile(plan, config=_config(tmp_path, cc)).compiled_now
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_cache_files_get_normal_permissions(tmp_path, umask):
+    """mkstemp leaves 0600; a cache shared by a group must be group-readable (umask respected)."""
+    previous = os.umask(umask)
+    try:
+        artifact = build(f"int f(void) {{ return {umask}; }}", "cc", tmp_path / "cache", "strict")
+    finally:
+        os.umask(previous)
+    entry = artifact.so_path.parent / f"{artifact.key}.entry"
+    for path, base in ((artifact.source_path, 0o666), (entry, 0o666), (artifact.so_path, 0o777)):
+        assert stat.S_IMODE(path.stat().st_mode) == base & ~umask, path.name

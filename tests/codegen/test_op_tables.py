@@ -28,6 +28,7 @@ from weft.ir import (
     Where,
 )
 from weft.oracle import run
+from weft.testing import strict_mismatch
 
 SHAPE = (3, 37)  # 37 = two 16-lane vectors + a scalar tail (also 4 x 8 + 5, 9 x 4 + 1)
 NUMERIC = (DType.FLOAT32, DType.INT32, DType.INT64)
@@ -98,6 +99,8 @@ def test_every_op_scalar_and_vector_byte_identical(tmp_path):
     arrays = [_values(plan.buffer(name).dtype, seed) for seed, name in enumerate(plan.inputs)]
     compiled = weft.compile(plan, config=config_from_env(contract="strict", threads=1, cache_dir=tmp_path))
     got, want = compiled(*arrays), run(plan, *arrays)
-    bad = [name for name, g, w in zip(plan.outputs, got, want, strict=False) if g.tobytes() != w.tobytes()]
+    assert len(got) == len(want) == len(plan.outputs)
+    bad = {name: strict_mismatch(g, w) for name, g, w in zip(plan.outputs, got, want, strict=True)}
+    bad = {name: problem for name, problem in bad.items() if problem is not None}
     assert not bad, bad
     assert len(plan.outputs) > 60

@@ -13,6 +13,7 @@ import weft
 import weft.nn as nn
 from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
+from weft.testing import assert_strict_equal
 
 NAMED = {
     "attention": lambda: nn.trace(lambda q, k, v: nn.attention(q, k, v, causal=True), *[nn.spec((2, 37, 16))] * 3),
@@ -67,8 +68,7 @@ def test_strict_fused_compile_is_bit_identical_to_the_oracle(named, fused_config
     compiled = weft.compile(plan, config=fused_config("strict"))
     assert sum(len(group) > 1 for group in compiled.groups) >= len(NAMED)
     expected = run_all(plan, *arrays)
-    for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=False):
-        assert got.tobytes() == expected[name].tobytes(), name
+    assert_strict_equal(as_tuple(compiled(*arrays)), tuple(expected[name] for name in plan.outputs))
 
 
 def test_inference_fused_compile_is_close_to_float64(named, fused_config):
@@ -79,7 +79,7 @@ def test_inference_fused_compile_is_close_to_float64(named, fused_config):
     # (softmax and norm + linear over a (out, in) weight take the plain fused form: test_online_pass)
     assert len(one_pass) >= 6
     reference = values64(plan, *arrays)
-    for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=False):
+    for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=True):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(got, reference[name], rtol=1e-4, atol=1e-5 * scale, err_msg=name)
 

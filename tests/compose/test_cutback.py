@@ -15,6 +15,7 @@ from weft.errors import CompileError
 from weft.lower.fused import SCRATCH_BUDGET, lower_partition, region_fits
 from weft.lower.schedule import Target
 from weft.oracle.interpreter import run_all
+from weft.testing import assert_strict_equal
 
 COLS = 40_000  # one row of float32: 160,000 B; two live rows: 320,000 B > 262,144 B
 
@@ -64,7 +65,7 @@ def test_explain_shows_the_cut_and_the_compile_matches_it(fused_config, capsys):
     assert "cut back:" in shown and shown.count("one pass") == 0
     x = np.random.default_rng(3).standard_normal((3, COLS)).astype(np.float32)
     expected = run_all(plan, x)[plan.outputs[0]]
-    assert compiled(x).tobytes() == expected.tobytes()
+    assert_strict_equal(compiled(x), expected)
     reference = (((x.astype(np.float64) + 1) * 2) - 3).sum(axis=-1)
     np.testing.assert_allclose(compiled(x), reference, rtol=1e-4, atol=1e-2)
 
@@ -124,4 +125,4 @@ def test_a_contraction_no_tiling_can_feed_is_cut_back_with_the_reason(fused_conf
     compiled = weft.compile(plan, config=fused_config("strict"))
     rng = np.random.default_rng(5)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 256), (8192, 256), (8192,)))
-    assert compiled(x, w, b).tobytes() == run_all(plan, x, w, b)[plan.outputs[0]].tobytes()
+    assert_strict_equal(compiled(x, w, b), run_all(plan, x, w, b)[plan.outputs[0]])

@@ -12,6 +12,7 @@ from weft.compose import choose_regions
 from weft.compose.execute import ExecutionReport, run_partition_outputs
 from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run
+from weft.testing import assert_strict_equal
 
 
 def random_inputs(plan, seed=0, scale=1.0):
@@ -56,8 +57,7 @@ def test_strict_fused_is_bit_identical_to_the_oracle(name):
     expected = as_tuple(run(plan, *arrays))
     got, report = fused(plan, "strict", arrays)
     assert report.online_regions == []
-    for a, b in zip(got, expected, strict=False):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert_strict_equal(got, expected)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -66,7 +66,7 @@ def test_inference_fused_is_close_to_float64(name):
     arrays = random_inputs(plan, seed=1, scale=0.5)
     reference = values64(plan, *arrays)
     got, report = fused(plan, "inference", arrays)
-    for output, array in zip(plan.outputs, got, strict=False):
+    for output, array in zip(plan.outputs, got, strict=True):
         np.testing.assert_allclose(array, reference[output], rtol=2e-5, atol=2e-5)
     if name in ("attention", "attention_handbuilt", "softmax", "cross_entropy", "decode_step", "cofolds", "late_input"):
         assert report.online_regions, "the rescaling rewrite should have fired"

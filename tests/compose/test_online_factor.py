@@ -11,6 +11,7 @@ import weft
 import weft.nn as nn
 from weft.ir import Const, walk_expr
 from weft.oracle.interpreter import run
+from weft.testing import assert_strict_equal
 
 
 def _passes(compiled):
@@ -43,4 +44,4 @@ def test_strict_keeps_the_scale_inside_the_fold(fused_config):
     plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *[nn.spec((1, 40, 16))] * 3)
     compiled = weft.compile(plan, config=fused_config("strict"))
     assert not _passes(compiled)  # the one pass (and its reassociations) is Inference only
-    np.testing.assert_array_equal(compiled(q, k, v), run(plan, q, k, v))  # bit-identical
+    assert_strict_equal(compiled(q, k, v), run(plan, q, k, v))  # bit-identical

@@ -12,6 +12,7 @@ from weft.compose import choose_regions
 from weft.compose.execute import run_partition
 from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
+from weft.testing import assert_strict_equal
 
 
 @settings(max_examples=200, deadline=None, derandomize=False)
@@ -21,7 +22,7 @@ def test_greedy_fusion_matches_the_oracle_and_float64(seed, tile, block):
     expected = run_all(plan, *arrays)
     strict = run_partition(plan, choose_regions(plan, "greedy", "strict"), *arrays, tile=tile, block=block)
     for name in plan.outputs:
-        assert strict[name].tobytes() == expected[name].tobytes(), name
+        assert_strict_equal(strict[name], expected[name], name)
     reference = values64(plan, *arrays)
     inference = run_partition(plan, choose_regions(plan, "greedy", "inference"), *arrays, tile=tile, block=block)
     for name in plan.outputs:
@@ -66,8 +67,7 @@ def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
     compiled = weft.compile(plan, config=fused_config("strict"))
     expected = run_all(plan, *arrays)
     got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
-        assert array.tobytes() == expected[name].tobytes(), name
+    assert_strict_equal(got, tuple(expected[name] for name in plan.outputs))
 
 
 @settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,6 +80,6 @@ def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
     compiled = weft.compile(plan, config=fused_config("inference"))
     reference = values64(plan, *arrays)
     got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=False):
+    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=True):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)

@@ -10,6 +10,7 @@ import numpy as np
 import weft
 import weft.nn as nn
 from weft.oracle.interpreter import run
+from weft.testing import assert_strict_equal
 
 
 def _scratch_strides(compiled) -> dict[str, tuple[int, ...]]:
@@ -32,7 +33,7 @@ def test_attention_scratch_keeps_rows_innermost_and_strict_is_exact(fused_config
     assert two_d, strides
     for name, s in two_d.items():  # (h, i, j): rows i are the unit stride
         assert s[1] == 1 and s[2] > 1, (name, s)
-    np.testing.assert_array_equal(compiled(q, k, v), run(plan, q, k, v))
+    assert_strict_equal(compiled(q, k, v), run(plan, q, k, v))
     s64 = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
     p = np.exp(s64 - s64.max(axis=2, keepdims=True))
     expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
@@ -46,4 +47,4 @@ def test_softmax_scratch_stays_row_major(fused_config):
         if len(s) == 2:
             assert s[1] == 1, (name, s)
     x = (3 * np.random.default_rng(1).standard_normal((40, 300))).astype(np.float32)
-    np.testing.assert_array_equal(compiled(x), run(plan, x))
+    assert_strict_equal(compiled(x), run(plan, x))

@@ -2,11 +2,6 @@
 
 import json
 
-import pytest
-
-pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
-pytest.importorskip("weft.workloads", reason="needs the workload library")
-
 from weft.cli import main  # noqa: E402
 
 

@@ -15,8 +15,6 @@ from weft.cost.machine import machine_profile  # noqa: E402
 from weft.diagnose.procedure import diagnose  # noqa: E402
 from weft.diagnose.report import print_diagnosis  # noqa: E402
 
-pytest.importorskip("weft.compile", reason="needs the C backend (weft.compile)")
-
 
 class HandAttention:
     name = "attention"

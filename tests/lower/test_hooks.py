@@ -28,6 +28,7 @@ from weft.lower import AxisRange, BufferView, LoweredFunction, LoweredPlan, Scra
 from weft.lower.schedule import default_views, lower_member
 from weft.oracle import run
 from weft.runtime import NativeRunner, plan_arena, pointer_array
+from weft.testing import assert_strict_equal
 
 ROWS, COLS, TILE = 20, 37, 8
 
@@ -69,4 +70,4 @@ def test_tile_loop_ranges_and_scratch_views(tmp_path):
     x = np.random.default_rng(0).standard_normal((ROWS, COLS)).astype(np.float32)
     y = np.empty((ROWS, COLS), np.float32)
     assert runner.run(pointer_array([x]), pointer_array([y]), 2) == 0
-    assert y.tobytes() == run(plan, x).tobytes()
+    assert_strict_equal(y, run(plan, x))

@@ -1,13 +1,12 @@
 """Compiles the C math (``c_math_source``) into small ctypes-loadable harnesses."""
 
 import ctypes
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from toolchain import need_c_compiler
 
-from weft.config import config_from_env
 from weft.mathf import C_BINARY_NAMES, C_UNARY_NAMES, c_math_source
 
 FLAGS = ("-march=native", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-Wall", "-Werror")
@@ -70,9 +69,7 @@ class MathLibrary:
 @pytest.fixture(scope="session")
 def compile_math(tmp_path_factory):
     """Returns ``build(lanes, *extra_flags) -> MathLibrary`` (default -O2); skips without a C compiler."""
-    compiler = shutil.which(config_from_env().cc)
-    if compiler is None:
-        pytest.skip("no C compiler (WEFT_CC or cc) on PATH: the C side of weft.mathf cannot be checked")
+    compiler = need_c_compiler()  # a skip with its reason; a failure in CI
     built = {}
 
     def build(lanes, *extra_flags):

@@ -1,16 +1,13 @@
 """The C walk over float32 bit patterns (strided here; step 1 is the full walk in docs/math.md)."""
 
-import shutil
+from toolchain import need_c_compiler
 
-import pytest
-
-from weft.config import config_from_env
 from weft.mathf.accuracy import STATED_MAX_ULP
 from weft.mathf.exhaustive import REFERENCE_C, walk
 
 
-@pytest.mark.skipif(shutil.which(config_from_env().cc) is None, reason="no C compiler (WEFT_CC / cc)")
 def test_strided_walk_over_all_bit_patterns_within_bounds():
+    need_c_compiler()  # a skip with its reason; a failure in CI
     rows = walk(step=4099, lanes=16)
     assert [row[0] for row in rows] == list(REFERENCE_C)
     for name, count, worst, worst_input in rows:
@@ -30,7 +27,7 @@ def test_command_lines_print_markdown_tables():
     ).stdout.splitlines()
     assert accuracy[0].startswith("| function | samples | max ulp")
     assert [line.split("|")[1].strip() for line in accuracy[2:]] == ["exp", "log", "tanh", "erf", "sigmoid"]
-    if shutil.which(config_from_env().cc) is not None:
+    if need_c_compiler():  # the walk needs C: a skip with its reason, a failure in CI
         walked = subprocess.run(
             [sys.executable, "-m", "weft.mathf.exhaustive", "--step", "65537", "--only", "log"],
             capture_output=True,

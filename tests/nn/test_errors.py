@@ -87,3 +87,59 @@ def test_trace_misuse():
 def test_errors_are_weft_errors():
     for error in (ShapeError, AxisError, DTypeError):
         assert issubclass(error, WeftError)
+
+
+@pytest.mark.parametrize("numpy_call, function", [
+    (lambda a: np.exp(a), "weft.nn.exp"), (lambda a: np.log(a), "weft.nn.log"),
+    (lambda a: np.negative(a), "weft.nn.neg"), (lambda a: np.maximum(a, 0.0), "weft.nn.maximum"),
+    (lambda a: np.sum(a, axis=1), "weft.nn.sum"), (lambda a: np.concatenate([a, a]), "weft.nn.concat"),
+    (lambda a: np.tanh(a) + 1.0, "weft.nn.tanh"), (lambda a: np.floor(a), "weft.nn has no floor"),
+])
+def test_numpy_on_a_tensor_is_refused_at_once_naming_the_weft_function(numpy_call, function):
+    """np.exp on a traced (64, 384) Tensor used to trace one scalar member per element
+    (76 s) and then fail; now NumPy's protocols refuse the Tensor immediately."""
+    with pytest.raises(TraceError) as caught:
+        weft.trace(numpy_call, weft.spec((64, 384)))
+    assert function in str(caught.value)
+
+
+def test_numpy_conversion_of_a_tensor_is_refused():
+    with pytest.raises(TraceError, match="symbolic.*weft.oracle.run or weft.compile"):
+        weft.trace(lambda a: np.asarray(a) + 1.0, weft.spec((64, 384)))
+
+
+def test_operators_with_numpy_scalars_on_the_left_still_trace():
+    plan = weft.trace(lambda a: np.float32(2.0) * a - np.float32(1.0), weft.spec((3, 5)))
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    assert np.array_equal(weft.oracle.run(plan, x), np.float32(2.0) * x - np.float32(1.0))
+
+
+def _weft_names_in_strings():
+    """Every ``weft.nn.<name>`` / ``nn.<name>`` written in a string of the package's source."""
+    import ast
+    import re
+    from pathlib import Path
+
+    pattern = re.compile(r"(?<![\w.])(?:weft\.)?nn\.([A-Za-z_]\w*)")
+    found = []
+    for path in sorted(Path(weft.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found += [(path.name, node.lineno, name) for name in pattern.findall(node.value)]
+    return found
+
+
+def test_every_weft_nn_function_named_in_a_message_exists():
+    """An error that says "use weft.nn.take_along_axis" must not send users to nothing."""
+    names = _weft_names_in_strings()
+    assert len(names) >= 5  # the scan sees the messages (weft.nn.cast, weft.nn.where, ...)
+    missing = [f"{file}:{line}: nn.{name}" for file, line, name in names if not hasattr(nn, name)]
+    assert not missing, missing
+
+
+def test_tensor_indexing_error_names_only_real_functions():
+    with pytest.raises(TraceError) as caught:
+        weft.trace(lambda t, i: t[i], weft.spec((4, 3)), weft.spec((2,), "int32"))
+    message = str(caught.value)
+    assert "weft.nn.embedding" in message and hasattr(nn, "embedding")
+    assert "use weft.nn.embedding / take_along_axis" not in message

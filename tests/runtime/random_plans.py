@@ -4,13 +4,23 @@ extents (not multiples of any lane width) and size-1 axes.
 
 ``safe=True`` guards the operations whose float32 rounding is amplified without
 bound (x / y near y = 0, log near 0), so an Inference result may be compared with a
-tolerance; ``safe=False`` (Strict, compared byte for byte) keeps the raw operations.
+tolerance; ``safe=False`` (Strict, compared byte for byte) keeps the raw operations,
+and adds integer work: float-to-int casts that saturate (NaN, huge values), integer
+division and fmod with zero divisors.
+
+``large=True`` draws realistic extents (several 16-lane vectors with odd tails, up to
+65) and adds the kinds fusion must keep exact: gathers (rows picked by integer ids, in
+range, or computed from data and read with padding), and masks from axis positions (a
+causal ``i >= j + offset``). Integer inputs are named ``...ids<n>_lt<bound>``;
+``arrays_for`` draws their values in ``[0, bound)``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
+import numpy as np
 from hypothesis import strategies as st
 
 from weft.ir import (
@@ -19,10 +29,14 @@ from weft.ir import (
     Binary,
     BinaryOp,
     Buffer,
+    Cast,
     Combiner,
     Const,
     DType,
     Fold,
+    IndexConst,
+    IndexOf,
+    IndexValue,
     Kernel,
     Load,
     Plan,
@@ -34,11 +48,14 @@ from weft.ir import (
 )
 
 EXTENTS = st.sampled_from([1, 2, 3, 5, 7, 16, 17, 19, 33])
+LARGE_EXTENTS = st.sampled_from([1, 3, 17, 33, 37, 48, 65])  # several vectors, odd tails
 UNARY = [UnaryOp.NEG, UnaryOp.ABS, UnaryOp.EXP, UnaryOp.LOG, UnaryOp.SQRT, UnaryOp.RSQRT, UnaryOp.TANH,
          UnaryOp.ERF, UnaryOp.SIGMOID]
 BINARY = [BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV, BinaryOp.MAX, BinaryOp.MIN]
 KINDS = ["unary", "binary", "scalar", "broadcast", "transpose", "slice", "flatten", "fold", "contract", "halo",
          "where"]
+LARGE_KINDS = ["gather", "gather_padded", "mask"]
+INTEGER_KINDS = ["int_cast", "int_div"]
 F32 = DType.FLOAT32
 
 
@@ -67,8 +84,10 @@ def _binary(op, left, right, safe):
 
 
 @st.composite
-def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
+def sub_plans(draw, prefix: str, safe: bool = False, large: bool = False) -> Plan:
     """One random verified plan whose buffer names all start with ``prefix``."""
+    extents = LARGE_EXTENTS if large else EXTENTS
+    kinds = KINDS + (LARGE_KINDS if large else []) + ([] if safe else INTEGER_KINDS)
     buffers: list[Buffer] = []
     kernels: list[Kernel] = []
     inputs: list[str] = []
@@ -79,6 +98,12 @@ def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
         inputs.append(name)
         return name, tuple(shape)
 
+    def new_ids(shape, bound):
+        name = f"{prefix}ids{len(inputs)}_lt{bound}"
+        buffers.append(Buffer(name, tuple(shape), DType.INT32, Role.INPUT))
+        inputs.append(name)
+        return name
+
     def add(shape, body, axes, fold=None):
         name = f"{prefix}m{len(kernels)}"
         buffers.append(Buffer(name, tuple(shape), F32, Role.INTERMEDIATE))
@@ -86,10 +111,10 @@ def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
         return name, tuple(shape)
 
     rank = draw(st.integers(1, 3))
-    pool = [new_input([draw(EXTENTS) for _ in range(rank)])]
-    for _ in range(draw(st.integers(2, 4))):
+    pool = [new_input([draw(extents) for _ in range(rank)])]
+    for _ in range(draw(st.integers(2, 5 if large else 4))):
         name, shape = draw(st.sampled_from(pool))
-        kind = draw(st.sampled_from(KINDS))
+        kind = draw(st.sampled_from(kinds))
         axes = _axes(shape)
         src = Load(name, _index(axes))
         if kind == "unary":
@@ -135,7 +160,7 @@ def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
             over = tuple(a for d, a in enumerate(axes) if d in folded)
             pool.append(add(tuple(a.extent for a in keep), src, keep, Fold(over, combiner)))
         elif kind == "contract" and shape:
-            n = draw(EXTENTS)
+            n = draw(extents)
             k = Axis("k", shape[-1])
             out_axes = (*axes[:-1], Axis(f"a{len(shape) - 1}", n))
             a_load = Load(name, (*_index(axes[:-1]), AxisIndex("k")))
@@ -157,6 +182,43 @@ def sub_plans(draw, prefix: str, safe: bool = False) -> Plan:
             other = new_input(shape)
             cond = Binary(draw(st.sampled_from([BinaryOp.GT, BinaryOp.LE, BinaryOp.NE])), src, Const(threshold))
             pool.append(add(shape, Where(cond, src, Load(other[0], _index(axes))), axes))
+        elif kind == "gather" and shape:
+            # out[..., e] = table[ids[...], e]: an embedding, ids in range
+            rows = draw(extents)
+            table, _ = new_input((rows, shape[-1]))
+            ids = new_ids(shape[:-1], rows)
+            token = Load(ids, _index(axes[:-1]))
+            gathered = Load(table, (IndexOf(token), AxisIndex(axes[-1].name)))
+            pool.append(add(shape, _binary(BinaryOp.ADD, gathered, src, safe), axes))
+        elif kind == "gather_padded" and shape:
+            # positions computed from the data (a saturating cast), read with padding outside
+            target, target_shape = draw(st.sampled_from(pool))
+            position = Cast(Binary(BinaryOp.MUL, src, Const(float(draw(st.sampled_from([3.0, 40.0, 1e10]))))),
+                            DType.INT32)
+            index = tuple(
+                IndexOf(position) if d == 0 else AxisIndex(axes[d].name) if d < len(axes) else IndexConst(0)
+                for d in range(len(target_shape))
+            )
+            pool.append(add(shape, Load(target, index, padding=-2.5), axes))  # out of range: the padding
+        elif kind == "mask" and len(shape) >= 2:
+            offset = draw(st.sampled_from([0, 1, -3]))
+            row, column = IndexValue(AxisIndex(axes[0].name), DType.INT64), IndexValue(
+                AxisIndex(axes[1].name) + offset, DType.INT64)
+            hidden = draw(st.sampled_from([float("-inf"), -1e4, 0.0]))
+            pool.append(add(shape, Where(Binary(BinaryOp.GE, row, column), src, Const(hidden)), axes))
+        elif kind == "int_cast":
+            # NaN (from log of negatives), huge values and infinities cast to int and back
+            scale = draw(st.sampled_from([1.0, 7.5, 1e10]))
+            inner = Unary(UnaryOp.LOG, src) if draw(st.booleans()) else Binary(BinaryOp.MUL, src, Const(scale))
+            target = draw(st.sampled_from([DType.INT32, DType.INT64]))
+            pool.append(add(shape, Cast(Cast(inner, target), F32), axes))
+        elif kind == "int_div":
+            # integer division and fmod, zero divisors included (|x * 2| < 1 truncates to 0)
+            op = draw(st.sampled_from([BinaryOp.DIV, BinaryOp.FMOD]))
+            target = draw(st.sampled_from([DType.INT32, DType.INT64]))
+            numerator = Cast(Binary(BinaryOp.MUL, src, Const(1000.0)), target)
+            denominator = Cast(Binary(BinaryOp.MUL, src, Const(2.0)), target)
+            pool.append(add(shape, Cast(Binary(op, numerator, denominator), F32), axes))
     if not kernels:
         name, shape = pool[0]
         axes = _axes(shape)
@@ -178,7 +240,23 @@ def merge(plans: list[Plan]) -> Plan:
     ))
 
 
-def batch_of_plans(count: int, safe: bool = False):
-    return st.tuples(*[sub_plans(f"p{n}_", safe) for n in range(count)]).map(list)
+def batch_of_plans(count: int, safe: bool = False, large: bool = False):
+    return st.tuples(*[sub_plans(f"p{n}_", safe, large) for n in range(count)]).map(list)
+
+
+_BOUND = re.compile(r"_lt(\d+)$")
+
+
+def arrays_for(plan: Plan, seed: int) -> list[np.ndarray]:
+    """Inputs for a random plan: standard normal floats; ids in ``[0, bound)``."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for name in plan.inputs:
+        buffer = plan.buffer(name)
+        if buffer.dtype is DType.INT32:
+            arrays.append(rng.integers(0, int(_BOUND.search(name).group(1)), buffer.shape).astype(np.int32))
+        else:
+            arrays.append(rng.standard_normal(buffer.shape).astype(np.float32))
+    return arrays
 
 

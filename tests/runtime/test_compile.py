@@ -28,15 +28,9 @@ from weft.ir import (
     Where,
 )
 from weft.oracle import run
+from weft.testing import assert_strict_equal
 
-
-def assert_same_bytes(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=False):
-        assert g.shape == w.shape and g.dtype == w.dtype
-        assert g.tobytes() == w.tobytes(), f"max abs diff {np.nanmax(np.abs(g.astype(float) - w))}"
+assert_same_bytes = assert_strict_equal  # the Strict rule (weft.testing)
 
 
 def test_matmul_softmax_strict_bit_identical(make_config):
@@ -261,3 +255,41 @@ def test_reshaped_and_rotated_reads_across_lanes(make_config, contract):
     assert_same_bytes((flat, rot), run(plan, x, y))
     assert np.array_equal(flat, x.reshape(-1))
     assert np.array_equal(rot, np.concatenate([np.roll(y[:, :24], -12, 1), np.roll(y[:, 24:], -12, 1)], 1))
+
+
+def test_out_arrays_that_overlap_each_other_are_rejected(make_config):
+    """out=(A, A) used to return a wrong first output silently: both outputs wrote A."""
+    plan = weft.trace(lambda x: (x * 2.0, x + 1.0), weft.spec((4, 17)))
+    compiled = weft.compile(plan, config=make_config())
+    x = np.arange(68, dtype=np.float32).reshape(4, 17)
+    same = np.empty((4, 17), np.float32)
+    with pytest.raises(InputError, match="overlap"):
+        compiled(x, out=(same, same))
+    backing = np.empty(68 + 34, np.float32)  # two contiguous views sharing half their elements
+    with pytest.raises(InputError, match="overlap"):
+        compiled(x, out=(backing[:68].reshape(4, 17), backing[34:].reshape(4, 17)))
+    with pytest.raises(InputError, match="overlap"):
+        compiled.prepare(x, out=(same, same))
+    first, second = np.empty((4, 17), np.float32), np.empty((4, 17), np.float32)
+    result = compiled(x, out=(first, second))
+    assert result[0] is first and result[1] is second
+    assert_strict_equal(result, run(plan, x))
+
+
+def test_prepare_binds_contiguous_inputs_live_and_rejects_others(make_config):
+    """One documented behaviour: prepare() reads the caller's arrays at every call (an
+    in-place update is seen); a non-contiguous input cannot be read in place and is refused
+    (it used to be copied once, silently freezing its values while a contiguous one was live)."""
+    plan = weft.trace(lambda x: x * 3.0, weft.spec((4, 17)))
+    compiled = weft.compile(plan, config=make_config())
+    x = np.arange(68, dtype=np.float32).reshape(4, 17)
+    prepared = compiled.prepare(x)
+    prepared()
+    assert_strict_equal(prepared.result(), run(plan, x))
+    x[...] = -np.arange(68, dtype=np.float32).reshape(4, 17) / 7  # update in place: the next call sees it
+    prepared()
+    assert_strict_equal(prepared.result(), run(plan, x))
+    wide = np.arange(4 * 34, dtype=np.float32).reshape(4, 34)
+    with pytest.raises(InputError, match="C-contiguous.*ascontiguousarray"):
+        compiled.prepare(wide[:, ::2])
+    assert_strict_equal(compiled(wide[:, ::2]), run(plan, np.ascontiguousarray(wide[:, ::2])))  # a call copies

@@ -9,6 +9,7 @@ import weft
 from weft import nn
 from weft.lower import GemmCall, MemberNest
 from weft.oracle import run
+from weft.testing import assert_strict_equal
 
 
 def _f32(shape, seed):
@@ -47,8 +48,7 @@ def test_strict_nests_are_bit_identical(traced, make_config):
     assert any(packed for packed, _ in kinds.values()), kinds
     assert any(transposed for _, transposed in kinds.values()), kinds
     got, want = compiled(*arrays), run(plan, *arrays)
-    for name, g, w in zip(plan.outputs, got, want, strict=False):
-        assert g.tobytes() == w.tobytes(), name
+    assert_strict_equal(got, want)
 
 
 @pytest.mark.parametrize("blas", [True, False])
@@ -59,7 +59,7 @@ def test_inference_matches_float64(traced, make_config, blas):
     assert any(isinstance(n, GemmCall) for n in _nests(compiled).values()) is blas
     a, b, bt, q, k, x = (arr.astype(np.float64) for arr in arrays)
     want = (a @ b, a @ bt.T, q @ k.transpose(0, 2, 1), x.sum((1, 2)), x.transpose(2, 1, 0).max(2))
-    for got, expected in zip(compiled(*arrays), want, strict=False):
+    for got, expected in zip(compiled(*arrays), want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
@@ -74,8 +74,7 @@ def test_conv2d_halo_across_lanes(make_config, contract):
     assert any(f.nests[0].vector_axis is not None for f in compiled.lowered.functions)
     got = compiled(x, w)
     if contract == "strict":
-        for g, r in zip(got, run(plan, x, w), strict=True):
-            assert g.tobytes() == r.tobytes()
+        assert_strict_equal(got, run(plan, x, w))
         return
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     for g, (pad, dil) in zip(got, [(1, 1), (2, 2)], strict=True):
@@ -111,8 +110,7 @@ def test_chunked_folds_down_matrix_rows_are_exact(make_config, lanes):
                       weft.spec(x.shape), weft.spec(w.shape))
     compiled = weft.compile(plan, config=make_config("strict"), lanes=lanes)
     assert all(n.fold_chunk for n in _nests(compiled).values())
-    for got, want in zip(compiled(x, w), run(plan, x, w), strict=True):
-        assert got.tobytes() == want.tobytes()
+    assert_strict_equal(compiled(x, w), run(plan, x, w))
 
 
 @pytest.mark.parametrize("m,k,n,vectors", [(27, 37, 576, 4), (31, 19, 520, 4), (26, 23, 200, 2)])
@@ -126,7 +124,7 @@ def test_packed_register_block_width_is_exact(make_config, m, k, n, vectors):
     assert isinstance(nest, MemberNest) and nest.packed and nest.block_vectors == vectors
     got, want = compiled(a, b), run(plan, a, b)
     got, want = (x[0] if isinstance(x, (tuple, list)) else x for x in (got, want))
-    assert got.tobytes() == want.tobytes()
+    assert_strict_equal(got, want)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
@@ -146,5 +144,5 @@ def test_row_sum_alignment_peel_is_exact(make_config, cols, peeled):
         x = storage[offset:offset + rows * cols].reshape(rows, cols)
         got, want = compiled(x), run(plan, x)
         got, want = (v[0] if isinstance(v, (tuple, list)) else v for v in (got, want))
-        assert got.tobytes() == want.tobytes(), offset
+        assert_strict_equal(got, want, f"offset {offset}")
         np.testing.assert_allclose(got, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)

@@ -2,9 +2,11 @@
 
 The reference is the oracle's output when the plan is small enough to interpret
 (``ORACLE_POINT_LIMIT`` body evaluations), else the first Strict Weft arm's output.
-Strict Weft arms must match it byte for byte; Inference arms and peers must lie
-within ``TOLERANCE`` of it, measured as the largest absolute difference over the
-largest magnitude of the reference output. A failure is an error, never a footnote.
+Strict Weft arms must match it under the Strict rule (``weft.testing.strict_mismatch``:
+bytes of every non-NaN value, NaN at the same positions); Inference arms and peers must
+lie within the Inference contract's tolerance (``weft.testing.inference_error``:
+``|out - ref| <= 1e-4 (|ref| + max|ref|)``), with every non-finite value matched exactly
+(same positions, same signs). A failure is an error, never a footnote.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import numpy as np
 from weft.bench.arms import BenchError, Runner
 from weft.bench.roofline import points
 from weft.ir import output_digest
+from weft.testing import INFERENCE_RTOL, inference_error, strict_mismatch
 
-TOLERANCE = 2e-3
+TOLERANCE = INFERENCE_RTOL
 ORACLE_POINT_LIMIT = 2e8
 
 
@@ -39,19 +42,10 @@ def oracle_affordable(plan) -> bool:
 
 
 def relative_error(outputs, reference) -> float:
-    worst = 0.0
-    for out, ref in zip(outputs, reference, strict=True):
-        out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-        if out64.shape != ref64.shape:
-            return float("inf")
-        if out64.size == 0:
-            continue
-        if not np.array_equal(np.isnan(out64), np.isnan(ref64)):
-            return float("inf")
-        finite = ~np.isnan(ref64)
-        scale = max(float(np.max(np.abs(ref64[finite]), initial=0.0)), 1e-30)
-        worst = max(worst, float(np.max(np.abs(out64[finite] - ref64[finite]), initial=0.0)) / scale)
-    return worst
+    """The worst Inference error over the outputs (``inf`` on a count, shape or non-finite mismatch)."""
+    if len(outputs) != len(reference):
+        return float("inf")
+    return max((inference_error(out, ref) for out, ref in zip(outputs, reference, strict=True)), default=0.0)
 
 
 def check_parity(runners: list[Runner], reference: tuple[np.ndarray, ...], reference_name: str) -> list[ParityCheck]:
@@ -60,14 +54,15 @@ def check_parity(runners: list[Runner], reference: tuple[np.ndarray, ...], refer
     checks, failures = [], []
     for runner in runners:
         digest = output_digest(runner.outputs)
-        error = relative_error(runner.outputs, reference) if len(runner.outputs) == len(reference) else float("inf")
+        error = relative_error(runner.outputs, reference)
         if runner.spec.exact:
-            ok, mode = digest == reference_digest, "exact"
+            ok, mode = strict_mismatch(tuple(runner.outputs), tuple(reference)) is None, "exact"
         else:
             ok, mode = error <= TOLERANCE, "tolerance"
         checks.append(ParityCheck(runner.spec.label, digest, mode, error, ok))
         if not ok:
-            wanted = f"digest {reference_digest}" if mode == "exact" else f"relative error <= {TOLERANCE:g}"
+            wanted = (f"Strict-equal to digest {reference_digest}" if mode == "exact"
+                      else f"relative error <= {TOLERANCE:g}, non-finite values exact")
             failures.append(f"{runner.spec.label}: digest {digest}, max relative error {error:.3g} (wanted {wanted})")
     if failures:
         raise BenchError(

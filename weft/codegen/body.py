@@ -236,7 +236,8 @@ class BodyRenderer:
                     if narrow is not None:
                         return narrow
                 a, b = self.render(left), self.render(right)
-                if a.dtype is not DType.FLOAT32 and op is BinaryOp.DIV:
+                if (a.dtype is not DType.FLOAT32 and op is BinaryOp.DIV) or op is BinaryOp.FMOD:
+                    # guarded lane by lane: no vector integer division (and no trap) exists
                     return self.lanewise(expr)
                 return self.local(_binary_dtype(op, a.dtype), True, vector_binary(op, a, b, self.splat))
             case Where(condition, if_true, if_false):
@@ -296,7 +297,7 @@ class BodyRenderer:
 
     def address(self, view: BufferView, index: tuple[IndexExpr, ...] | tuple[str, ...]) -> str:
         terms = []
-        for position, stride, offset in zip(index, view.strides, view.offsets, strict=False):
+        for position, stride, offset in zip(index, view.strides, view.offsets, strict=True):
             code = position if isinstance(position, str) else self.index(position)
             if offset != "0":
                 code = f"({code} - ({offset}))"
@@ -466,7 +467,7 @@ def _has_index_of(index: IndexExpr) -> bool:
 
 
 def _binary_dtype(op: BinaryOp, operand: DType) -> DType:
-    if op in _ARITH or op in (BinaryOp.DIV, BinaryOp.MAX, BinaryOp.MIN):
+    if op in _ARITH or op in (BinaryOp.DIV, BinaryOp.FMOD, BinaryOp.MAX, BinaryOp.MIN):
         return operand
     return DType.BOOL
 
@@ -523,7 +524,13 @@ def scalar_binary(op: BinaryOp, a: Value, b: Value) -> str:
     if op is BinaryOp.DIV:
         if a.dtype is DType.FLOAT32:
             return f"({x} / {y})"
-        return f"({y} == 0 ? 0 : {x} / {y})"
+        # defined for every pair, as in the oracle: x / 0 = 0, INT_MIN / -1 = INT_MIN (-fwrapv
+        # makes -x wrap); x86 idiv would trap on both
+        return f"({y} == 0 ? 0 : {y} == -1 ? -{x} : {x} / {y})"
+    if op is BinaryOp.FMOD:
+        if a.dtype is DType.FLOAT32:
+            return f"fmodf({x}, {y})"  # exact (IEEE remainder of truncation): libm cannot differ
+        return f"({y} == 0 ? {x} : {y} == -1 ? 0 : {x} % {y})"
     if op is BinaryOp.MAX:
         return f"wfc_smax_{SUFFIX[a.dtype]}({x}, {y})"
     if op is BinaryOp.MIN:
@@ -564,7 +571,13 @@ def vector_binary(op: BinaryOp, a: Value, b: Value, splat: Callable[[Value], str
 def scalar_cast(x: Value, dtype: DType) -> str:
     if dtype is DType.BOOL:
         return f"({x.code} != 0)"
+    if x.dtype is DType.FLOAT32 and dtype in _FLOAT_TO_INT:
+        return f"{_FLOAT_TO_INT[dtype]}_s({x.code})"  # saturating, NaN -> 0 (C leaves it undefined)
     return f"(({SCALAR_TYPE[dtype]}){x.code})"
+
+
+# float -> int conversions defined for every input (prelude): the oracle's rule
+_FLOAT_TO_INT = {DType.INT32: "wfc_f2i", DType.INT64: "wfc_f2l"}
 
 
 def vector_cast(x: Value, dtype: DType) -> str:
@@ -574,5 +587,7 @@ def vector_cast(x: Value, dtype: DType) -> str:
         zero = f"wfc_splat_{SUFFIX[x.dtype]}(0)"
         code = f"({x.code} != {zero})"
         return f"__builtin_convertvector({code}, wf_vi)" if x.dtype is DType.INT64 else code
+    if x.dtype is DType.FLOAT32 and dtype in _FLOAT_TO_INT:
+        return f"{_FLOAT_TO_INT[dtype]}({x.code})"
     source = f"(-{x.code})" if x.dtype is DType.BOOL else x.code
     return f"__builtin_convertvector({source}, {VECTOR_TYPE[dtype]})"

@@ -2,21 +2,27 @@
 
 ``build(source, config)`` returns the path of a shared object for a C source.
 The cache key hashes the source, the compiler (path and version), the flags, the
-CPU (model and every feature flag) and Weft's version. An entry is three files in the cache folder::
+CPU (model and every feature flag), Weft's version and the cache format. An entry is
+three files in the cache folder::
 
     <key>.c                  the source (kept for CompileError reports and reading)
     <key>-<digest>.so        the shared object, named by its own content digest
-    <key>.entry              JSON: which .so, its sha256 and size
+    <key>.entry              JSON: which .so, its sha256 and size, the source's sha256
 
 Every file is written to a temporary name and renamed (``os.replace``), so a
 reader sees a whole file or none; two processes building the same key at once
-both succeed and the last rename wins. An entry whose .so is missing, truncated
-or altered fails its digest check: it is reported (``CacheWarning``), deleted,
-rebuilt, and never loaded.
+both succeed and the last rename wins. Files get the permissions a normal file
+would (``0666`` or ``0777`` less the umask), so a group sharing the cache folder can
+read them. A freshly built object must load (``dlopen``) before it is stored: a
+compiler that exits 0 without writing a loadable object raises ``CompileError``
+and caches nothing. An entry whose .so or .c is missing, truncated or altered fails
+its digest check, and one whose object does not load is as bad: it is reported
+(``CacheWarning``), deleted, rebuilt, and never used.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
@@ -42,6 +48,8 @@ CONTRACT_FLAGS = {
     # NaN/inf still honoured (no -ffinite-math-only).
     "inference": ("-ffp-contract=fast",),
 }
+
+CACHE_FORMAT = "2"  # entries carry the source's digest; older entries are never looked up
 
 INSTALL_HINT = (
     "install a C compiler with OpenMP (Debian/Ubuntu: apt-get install gcc; Fedora: dnf install gcc;"
@@ -93,15 +101,38 @@ def find_compiler(command: str) -> Compiler:
 
 def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...], cpu: str) -> str:
     digest = hashlib.sha256()
-    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, weft.__version__):
+    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, weft.__version__, CACHE_FORMAT):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
 
 
+def _umask() -> int:
+    """The process umask, read without changing it where Linux reports it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: the classic read-by-setting (set back at once)
+    os.umask(mask)
+    return mask
+
+
+def _normal_permissions(path_or_handle, executable: bool = False) -> None:
+    """The mode a plainly created file gets (mkstemp leaves 0600, unreadable to the group)."""
+    mode = (0o777 if executable else 0o666) & ~_umask()
+    if isinstance(path_or_handle, int):
+        os.fchmod(path_or_handle, mode)
+    else:
+        os.chmod(path_or_handle, mode)
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
     try:
+        _normal_permissions(handle)
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.replace(temporary, path)
@@ -115,12 +146,28 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_problem(so_path: Path) -> str | None:
+    """Why the shared object cannot be loaded (``dlopen``), or None when it loads."""
+    try:
+        ctypes.CDLL(str(so_path))
+    except OSError as error:
+        return str(error)
+    return None
+
+
+def _openmp_runtime_missing(problem: str) -> bool:
+    return "libgomp" in problem or "libomp" in problem or "libiomp" in problem
+
+
 def lookup(folder: Path, key: str) -> Path | None:
-    """The cached .so for ``key`` if its entry is whole and its digest matches, else None."""
+    """The cached .so for ``key`` if its entry is whole, the digests of its .so and .c
+    match and the .so loads; else None (a damaged entry is reported and deleted)."""
     entry_path = folder / f"{key}.entry"
+    source_path = folder / f"{key}.c"
     if not entry_path.exists():
         return None
     problem = None
+    so_path = None
     try:
         entry = json.loads(entry_path.read_text())
         so_path = folder / entry["so"]
@@ -128,9 +175,16 @@ def lookup(folder: Path, key: str) -> Path | None:
             problem = f"{so_path.name} is missing"
         elif so_path.stat().st_size != entry["size"] or _file_digest(so_path) != entry["sha256"]:
             problem = f"{so_path.name} is truncated or altered (digest mismatch)"
+        elif not source_path.exists():
+            problem = f"{source_path.name} is missing"
+        elif _file_digest(source_path) != entry["source_sha256"]:
+            problem = f"{source_path.name} is truncated or altered (digest mismatch)"
+        else:
+            failure = load_problem(so_path)
+            if failure is not None:
+                problem = f"{so_path.name} does not load ({failure})"
     except (OSError, ValueError, KeyError, TypeError) as error:
         problem = f"{entry_path.name} is unreadable ({error})"
-        so_path = None
     if problem is None:
         return so_path
     warnings.warn(f"weft cache entry {key} in {folder} is corrupted: {problem}; rebuilding it", CacheWarning,
@@ -183,14 +237,15 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     source_path = folder / f"{key}.c"
     cached = lookup(folder, key)
     if cached is not None:
-        if not source_path.exists():
-            _write_atomic(source_path, source.encode())
         return Artifact(cached, source_path, key, False, (), compiler, flags)
-    _write_atomic(source_path, source.encode())
+    source_bytes = source.encode()
+    _write_atomic(source_path, source_bytes)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
         command = compile_source(compiler, flags, source_path, Path(temporary))
+        _check_loadable(Path(temporary), command, source_path)
+        _normal_permissions(temporary, executable=True)
         data = Path(temporary).read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         so_path = folder / f"{key}-{digest[:16]}.so"
@@ -198,7 +253,26 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
-    entry = {"so": so_path.name, "sha256": digest, "size": len(data), "compiler": compiler.version,
+    entry = {"so": so_path.name, "sha256": digest, "size": len(data),
+             "source_sha256": hashlib.sha256(source_bytes).hexdigest(), "compiler": compiler.version,
              "flags": list(flags)}
     _write_atomic(folder / f"{key}.entry", json.dumps(entry).encode())
     return Artifact(so_path, source_path, key, True, command, compiler, flags)
+
+
+def _check_loadable(so_path: Path, command: tuple[str, ...], source_path: Path) -> None:
+    """A compiler that exits 0 must have written an object that loads; nothing else is cached."""
+    problem = load_problem(so_path)
+    if problem is None:
+        return
+    size = so_path.stat().st_size if so_path.exists() else 0
+    if size and _openmp_runtime_missing(problem):
+        fix = "install the OpenMP runtime (Debian/Ubuntu: apt-get install libgomp1), or set WEFT_CC=gcc"
+    else:
+        fix = (f"the compiler exited 0 but its output is {'empty' if not size else 'not a shared object'}; "
+               "point WEFT_CC at a working C compiler (gcc or clang)")
+    raise CompileError(
+        f"the C compiler produced no loadable object: {' '.join(command)}\n"
+        f"loading {so_path.name} ({size} bytes) failed: {problem}\nfix: {fix}",
+        command=command, stderr=problem, source_path=str(source_path),
+    )

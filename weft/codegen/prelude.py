@@ -71,6 +71,23 @@ static inline wf_vl wfc_abs_l(wf_vl x) {{ return wfc_sel_l(x < wfc_splat_l(0), -
 /* index floor division and modulo (Python semantics; C's / and % truncate) */
 static inline int64_t wfc_floordiv(int64_t a, int64_t b) {{ int64_t q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }}
 static inline int64_t wfc_floormod(int64_t a, int64_t b) {{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }}
+/* float -> int, defined for every input as in the oracle: truncation toward zero,
+   saturating at the type's range, NaN -> 0 (C leaves out-of-range conversions undefined) */
+static inline int32_t wfc_f2i_s(float x) {{
+    return x != x ? 0 : x >= 0x1p31f ? INT32_MAX : x < -0x1p31f ? INT32_MIN : (int32_t)x; }}
+static inline int64_t wfc_f2l_s(float x) {{
+    return x != x ? 0 : x >= 0x1p63f ? INT64_MAX : x < -0x1p63f ? INT64_MIN : (int64_t)x; }}
+static inline wf_vi wfc_f2i(wf_vf x) {{
+    wf_vi high = x >= wfc_splat_f(0x1p31f), low = x < wfc_splat_f(-0x1p31f);
+    wf_vf safe = wfc_sel_f(high | low | (x != x), wfc_splat_f(0.0f), x);
+    wf_vi r = __builtin_convertvector(safe, wf_vi);
+    return wfc_sel_i(high, wfc_splat_i(INT32_MAX), wfc_sel_i(low, wfc_splat_i(INT32_MIN), r)); }}
+static inline wf_vl wfc_f2l(wf_vf x) {{
+    wf_vl high = __builtin_convertvector(x >= wfc_splat_f(0x1p63f), wf_vl);
+    wf_vl low = __builtin_convertvector(x < wfc_splat_f(-0x1p63f), wf_vl);
+    wf_vf safe = wfc_sel_f((x >= wfc_splat_f(0x1p63f)) | (x < wfc_splat_f(-0x1p63f)) | (x != x), wfc_splat_f(0.0f), x);
+    wf_vl r = __builtin_convertvector(safe, wf_vl);
+    return wfc_sel_l(high, wfc_splat_l(INT64_MAX), wfc_sel_l(low, wfc_splat_l(INT64_MIN), r)); }}
 static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
 static inline wf_vl wfc_iota_l(void) {{ return (wf_vl){{{iota}}}; }}
 static inline wf_vi wfc_iota_i(void) {{ return (wf_vi){{{iota}}}; }}

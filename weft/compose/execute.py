@@ -228,12 +228,7 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
         for dependent in online.dependents:
             accumulator = accumulators[dependent.member]
             if dependent.exponent is not None:
-                scratch[online.reference] = previous
-                old = evaluate(dependent.member, dependent.exponent, None, 0, 0)
-                scratch[online.reference] = running
-                new = evaluate(dependent.member, dependent.exponent, None, 0, 0)
-                correction = np.where(new == old, dtype.type(1), np.exp(new - old)).astype(dtype)
-                accumulator = accumulator * correction
+                accumulator = _rescaled(accumulator, dependent, online, previous, running, scratch, evaluate, dtype)
             scratch[online.reference] = running
             terms = evaluate(dependent.member, dependent.term, dependent.fold_axis, j_start, j_size)
             if dependent.combiner is Combiner.SUM:
@@ -260,6 +255,28 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
             result = result + sign * evaluate(dependent.member, expr, None, 0, 0)
         scratch[dependent.member] = result.astype(dtype)
 
+
+def _rescaled(accumulator, dependent, online: OnlineFold, previous, running, scratch, evaluate, dtype):
+    """``accumulator`` carried from reference ``previous`` to ``running``: times
+    ``exp(b(running) - b(previous))``, except where ``previous`` was still the fold's identity
+    (every term so far masked, -inf for a max): there the terms were folded against a
+    reference that was no number (``exp(-inf - -inf)`` is NaN), while against a finite
+    reference each is ``exp(-inf) = 0``, so the accumulator restarts from the identity.
+    A row whose reference never moves keeps its terms exactly as the oracle folds them."""
+    reference_load = next(load for load in expr_loads(dependent.exponent) if load.buffer == online.reference)
+    scratch[online.reference] = previous
+    old = evaluate(dependent.member, dependent.exponent, None, 0, 0)
+    was = evaluate(dependent.member, reference_load, None, 0, 0)
+    scratch[online.reference] = running
+    new = evaluate(dependent.member, dependent.exponent, None, 0, 0)
+    now = evaluate(dependent.member, reference_load, None, 0, 0)
+    identity = _IDENTITY[online.reference_combiner]
+    restart = (was == identity) & (now != identity)
+    correction = np.where(new == old, dtype.type(1), np.exp(new - old)).astype(dtype)
+    return np.where(restart, dtype.type(_IDENTITY[dependent.combiner]), accumulator * correction)
+
+
+_IDENTITY = {Combiner.SUM: 0.0, Combiner.MAX: -np.inf, Combiner.MIN: np.inf}
 
 _COMBINE = {
     Combiner.SUM: (np.add, np.sum),

@@ -201,6 +201,7 @@ class BinaryOp(enum.Enum):
     SUB = "sub"
     MUL = "mul"
     DIV = "div"
+    FMOD = "fmod"  # remainder of the truncating division: the sign of the dividend (C's %, fmodf)
     MAX = "max"
     MIN = "min"
     LT = "lt"

@@ -9,15 +9,26 @@ into the terms; so nothing of size rows × pass-extent exists. Per tile::
 
     ref[r] = -inf; acc_l[r] = 0; acc_o[r][e] = 0            /* per row of the tile */
     for jb in blocks of 64 (the whole axis when nothing is streamed):
-        s_block[r][j] = sum_d q[r,d] * k[j,d] * scale      /* streamed member, its own nest */
+        s_block[r][j] = sum_d q[r,d] * k[j,d]              /* streamed member, its own nest */
         for each row r:
-            new = max(ref[r], max of s over the block)     /* vector max, one reduction */
+            t[j] = s_block[r][j] * scale                   /* kept: what the max folds */
+            new = max(ref[r], max of t over the block)     /* vector max, one reduction */
             if new != ref[r]:                              /* one rescale per block */
-                c = exp(b(new) - b(ref[r])); acc_l[r] *= c; acc_o[r][:] *= c
+                c = exp(b(new) - b(ref[r]))
+                acc_l[r] = ref[r] == -inf ? 0 : acc_l[r] * c    /* same for acc_o[r][:] */
             for j in the block (vectors along j):
-                acc_l[r] += exp(s - new); acc_o[r][e] += exp(s - new) * v[j,e]
+                acc_l[r] += exp(t[j] - new); acc_o[r][e] += exp(t[j] - new) * v[j,e]
             ref[r] = new
     m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
+
+Two details keep every row right. While a row's keys so far are all masked its
+reference is -inf and its terms ``exp(-inf - -inf)`` are NaN; when the reference
+becomes finite those terms are really ``exp(-inf) = 0``, so the accumulators restart
+instead of being rescaled (a row masked to the end keeps the oracle's NaN). And when
+the reference terms hold a product (``s * scale``), the dependents read back the
+values the max folded (``t``) instead of recomputing them: with FMA contraction,
+``s * scale - new`` recomputed is one FMA whose result at the row max is the
+product's rounding error, not 0, and overflows ``exp`` once |scores| pass ~1e9.
 
 When a dependent has one extra axis and its term splits into a part along the pass
 axis (``exp(s - m)``) and a rest that does not depend on the rows (``V[j, e]``), the
@@ -61,7 +72,7 @@ from weft.compose.rescale import (
     pass_schedule,
     streamed_members,
 )
-from weft.compose.substitute import map_expr
+from weft.compose.substitute import map_expr, substitute_axes
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -145,6 +156,7 @@ class OnlinePass:
     row_flat: str = "0"
     fold_lanes: bool = False  # Inference: vectors along the pass axis
     row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
+    rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
 
     @property
     def name(self) -> str:
@@ -163,6 +175,26 @@ class OnlinePass:
         owner = kernel or self.reference
         extents = {axis.name: axis.extent for axis in owner.all_axes}
         return BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
+
+    def _seed_reference_terms(self, renderer: BodyRenderer, dependent: PassDependent) -> BodyRenderer:
+        """Let ``renderer`` read the reference terms of this step from ``wo_t`` (what the max
+        folded) instead of computing them again: with FMA contraction allowed, ``s * c - m``
+        recomputed would be one FMA, not ``round(s * c) - m``, so at the row max the exponent
+        would be the product's rounding error (exp overflows once |s * c| > ~1e9), not 0."""
+        if not self.rounded:
+            return renderer
+        fold_axis = dependent.fold.fold_axis
+        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
+        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
+        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
+            if var in row_vars:
+                renames[axis.name] = AxisIndex(row_vars[var])
+        target = substitute_axes(self.online.reference_term, renames)
+        vector = renderer.is_vector(target)
+        where = f"wo_t[{renderer.env[fold_axis]} - wo_jb]"
+        code = f"wfc_load_f(&{where})" if vector else where
+        renderer.memo[renderer.memo_key(target, vector)] = Value(code, self.local_views[self.reference.output].dtype, vector)
+        return renderer
 
     def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
         """The accumulator of ``dependent`` at the current row (and extra point ``flat``)."""
@@ -202,6 +234,8 @@ class OnlinePass:
         for dependent in self.dependents:
             for k in range(len(self._shared_rows(dependent)[1])):
                 emit(depth, f"{ctype} {dependent.accumulator}_p{k}[{self.row_count * self.block}] __attribute__((aligned(64)));")
+        if self.rounded:
+            emit(depth, f"{ctype} wo_t[{self.block}] __attribute__((aligned(64)));  /* this row's reference terms */")
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
         for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
             _NestWriter(nest, lines, counter).write(depth + 1)
@@ -256,6 +290,9 @@ class OnlinePass:
             renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
             renderer.vector_axis = online.reference_axis
             term = renderer.splat(renderer.render(online.reference_term))
+            if self.rounded:
+                emit(depth + 1, f"const wf_vf wo_tv = {term}; wfc_store_f(&wo_t[{self.step} - wo_jb], wo_tv);")
+                term = "wo_tv"
             emit(depth + 1, f"wo_vm = {combine(combiner, dtype, True, 'wo_vm', term)};")
             emit(depth, "}")
             pick = combine(combiner, dtype, False, "wo_bm", "wo_vm[wo_l]")
@@ -263,6 +300,9 @@ class OnlinePass:
         emit(depth, f"for (; {self.step} < wo_stop; {self.step}++) {{")
         renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
         term = renderer.render(online.reference_term).code
+        if self.rounded:
+            emit(depth + 1, f"wo_t[{self.step} - wo_jb] = {term};")
+            term = f"wo_t[{self.step} - wo_jb]"
         emit(depth + 1, f"wo_bm = {combine(combiner, dtype, False, 'wo_bm', term)};")
         emit(depth, "}")
         emit(depth, "wo_ref_new[0] = wo_bm;")
@@ -276,16 +316,23 @@ class OnlinePass:
         emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
         reference = self.reference.output
         emit(depth, "if (wo_ref_new[0] != wo_ref_old[0]) {")
+        # The reference leaves its identity (the row's keys so far all masked, max -inf): the
+        # terms folded so far were exp(-inf - -inf) = NaN, against a finite reference each is
+        # exp(-inf) = 0, so the accumulators restart (a row that stays masked keeps the oracle's NaN).
+        identity = fold_identity(self.online.reference_combiner, dtype)
+        emit(depth + 1, f"const int wo_restart = wo_ref_old[0] == {identity};")
         for dependent in rescaled:
             env = dict(dependent.env)
             new = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
             old = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
             factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
+            restart = fold_identity(dependent.fold.combiner, dtype)
             emit(depth + 1, f"{{ const {ctype} wo_c = {factor};")
-            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {self._slot(dependent, 'wo_n')} *= wo_c;")
+            slot = self._slot(dependent, "wo_n")
+            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {slot} = wo_restart ? {restart} : {slot} * wo_c;")
             if self.fold_lanes and dependent.count == 1:
                 slot = self._vector_slot(dependent)
-                emit(depth + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
+                emit(depth + 1, f"  wfc_store_f({slot}, wo_restart ? wfc_splat_f({restart}) : wfc_load_f({slot}) * wfc_splat_f(wo_c));")
             emit(depth + 1, "}")
         emit(depth, "}")
 
@@ -302,6 +349,7 @@ class OnlinePass:
                 renderer = self._renderer(lines, step, counter, dict(dependent.env), running, dependent.kernel)
                 renderer.memo = shared
                 renderer.vector_axis = dependent.fold.fold_axis
+                self._seed_reference_terms(renderer, dependent)
                 value = renderer.splat(renderer.render(dependent.fold.term))
                 slot = self._vector_slot(dependent)
                 update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
@@ -320,6 +368,7 @@ class OnlinePass:
         if shared is not None:  # the step's scope: values other dependents rendered are reused
             vector.memo = shared
         vector.vector_axis = fold_axis
+        self._seed_reference_terms(vector, dependent)
         names = {axis.name for axis, _ in dependent.extras}
         computed = []
         for node in _hoistable(dependent.fold.term, names):
@@ -343,7 +392,7 @@ class OnlinePass:
         lines.append("    " * step + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
         env = dict(dependent.env)
         env[fold_axis] = f"({self.step} + wo_l)"
-        outer = self._renderer(lines, step + 1, counter, env, running, dependent.kernel)
+        outer = self._seed_reference_terms(self._renderer(lines, step + 1, counter, env, running, dependent.kernel), dependent)
         for node, local in computed:  # the scalar renderer finds these lanes instead of recomputing
             key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
@@ -451,7 +500,7 @@ class OnlinePass:
         emit(step + 1, f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {{")
         env = dict(dependent.env)
         env[fold_axis] = f"({self.step} + wo_l)"
-        outer = self._renderer(lines, step + 2, counter, env, running, dependent.kernel)
+        outer = self._seed_reference_terms(self._renderer(lines, step + 2, counter, env, running, dependent.kernel), dependent)
         for node, local in computed:  # the lanes computed before the loop, not recomputed
             key = (node, False, tuple((a, env.get(a)) for a in sorted(expr_axes(node))))
             outer.memo[key] = Value(f"{local}[wo_l]", dtype, False)
@@ -472,6 +521,7 @@ class OnlinePass:
         depth = indent + 1
         if outer is None:
             outer = self._renderer(lines, depth, counter, dict(dependent.env), running, dependent.kernel)
+            self._seed_reference_terms(outer, dependent)
         else:
             outer.indent = "    " * depth
         names = {axis.name for axis, _ in dependent.extras}
@@ -551,6 +601,12 @@ class OnlinePass:
         renderer = self._renderer(lines, indent, counter, env, {}, kernel)
         address = renderer.address(view, tuple(f"({env[axis.name]})" for axis in kernel.axes))
         lines.append("    " * indent + f"{view.pointer}[{address}] = {value};")
+
+
+def _has_product(expr: Expr) -> bool:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return True
+    return any(_has_product(child) for child in expr_children(expr))
 
 
 def _hoistable(expr: Expr, extras: set[str]):
@@ -659,6 +715,9 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         kernel = plan.kernel(dependent.member)
         env = envs[dependent.member]
         _check([dependent.term] + ([dependent.exponent] if dependent.exponent is not None else []), dims, env, local)
+        for axis in kernel.axes:  # an extra axis of extent 1 (a value head dim of 1) is the point 0
+            if axis.name not in env and axis.extent == 1:
+                env[axis.name] = "0"
         extras = tuple((axis, f"wo_x{number}_{n}") for n, axis in enumerate(kernel.axes) if axis.name not in env)
         if dependent.exponent is not None and expr_axes(dependent.exponent) & {axis.name for axis, _ in extras}:
             raise _Unmappable("the rescaling factor varies along an extra axis")
@@ -687,12 +746,15 @@ def build_pass(plan: Plan, region: Region, online: OnlineFold, streamed: dict[st
         offset = var if start == "0" else f"({var} - {start})"
         row_flat = offset if row_flat == "0" else f"({row_flat}) * {count} + {offset}"
         row_count *= count
-    if not streamed:  # nothing to compute per block: each row walks the whole axis (max, then folds)
+    # a product in the reference terms could be contracted into an FMA differently where the
+    # dependents recompute it: keep the terms the max folded (wo_t) and read those back
+    rounded = _has_product(online.reference_term)
+    if not streamed and not rounded:  # nothing to compute per block: each row walks the whole axis
         block = online.extent
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, row_flat, fold_lanes, tuple(counts),
+        target.lanes, block, row_count, row_flat, fold_lanes, tuple(counts), rounded,
     )
 
 

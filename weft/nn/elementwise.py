@@ -139,8 +139,16 @@ def mul(a: Operand, b: Operand) -> Tensor:
 
 
 def div(a: Operand, b: Operand) -> Tensor:
-    """True division for float32; integer operands divide truncating toward zero (C)."""
+    """True division for float32; integer operands divide truncating toward zero (C), defined
+    for every pair: ``a / 0 = 0`` and ``INT_MIN / -1 = INT_MIN`` (wraps, never traps)."""
     return _binary(BinaryOp.DIV, "div", a, b)
+
+
+def fmod(a: Operand, b: Operand) -> Tensor:
+    """The remainder of ``div``: ``a - div(a, b) * b``, with the sign of ``a`` (C's ``%``,
+    ``numpy.fmod``, ``torch.fmod``). Integers: ``a fmod 0 = a``, ``INT_MIN fmod -1 = 0``;
+    float32: IEEE ``fmodf`` (exact; NaN for a zero divisor)."""
+    return _binary(BinaryOp.FMOD, "fmod", a, b)
 
 
 def maximum(a: Operand, b: Operand) -> Tensor:
@@ -247,7 +255,8 @@ def where(condition: Tensor, a: Operand, b: Operand) -> Tensor:
 
 
 def cast(x: Tensor, dtype: object) -> Tensor:
-    """Convert to ``dtype`` (float to int truncates toward zero, as C does)."""
+    """Convert to ``dtype``. Float to int truncates toward zero and saturates: NaN -> 0,
+    values at or beyond the integer range (and infinities) -> its minimum or maximum."""
     target = as_dtype(dtype, "cast")
     if target is x.dtype:
         return x

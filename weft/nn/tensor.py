@@ -136,6 +136,58 @@ class Tensor:
             raise TraceError("iteration over a 0-d Tensor")
         return (self[position] for position in range(self.shape[0]))
 
+    # ---- NumPy's protocols: refused at once. Without these NumPy would treat a Tensor as a
+    # sequence and trace one scalar member per element (np.exp on a (64, 384) Tensor ran 76 s).
+
+    def __array__(self, dtype=None, copy=None):
+        raise TraceError(
+            f"{self!r} is symbolic: it has no values while tracing, so NumPy cannot convert it to an"
+            " array; use weft.nn functions inside weft.trace, and get arrays by running the plan"
+            " (weft.oracle.run or weft.compile)"
+        )
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = getattr(ufunc, "__name__", str(ufunc))
+        operator = _NUMPY_OPERATORS.get(name)
+        if operator is not None and method == "__call__" and not kwargs and len(inputs) == 2:
+            # a Python operator with a NumPy scalar or array on the left (np.float32(2) * x):
+            # the same as Tensor's reflected operator
+            from weft import nn
+
+            return getattr(nn, operator)(*inputs)
+        raise TraceError(_numpy_refusal(f"numpy.{name}{'' if method == '__call__' else '.' + method}", name))
+
+    def __array_function__(self, func, types, args, kwargs):
+        name = getattr(func, "__name__", str(func))
+        raise TraceError(_numpy_refusal(f"numpy.{name}", name))
+
+
+# numpy ufuncs Python operators reach (ndarray.__mul__ calls numpy.multiply): delegated
+_NUMPY_OPERATORS = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
+    "power": "pow", "matmul": "matmul", "less": "less", "less_equal": "less_equal",
+    "greater": "greater", "greater_equal": "greater_equal",
+}
+# numpy (and scipy.special) names whose weft.nn function is named differently
+_WEFT_EQUIVALENT = {
+    "negative": "neg", "absolute": "abs", "fabs": "abs", "subtract": "sub", "multiply": "mul",
+    "divide": "div", "true_divide": "div", "power": "pow", "amax": "max", "amin": "min",
+    "concatenate": "concat", "expand_dims": "unsqueeze", "expit": "sigmoid", "bitwise_and": "logical_and",
+    "bitwise_or": "logical_or", "invert": "logical_not", "stack": "concat", "take": "embedding",
+    "exp2": "exp", "einsum": "matmul", "dot": "matmul", "astype": "cast", "float_power": "pow",
+}
+
+
+def _numpy_refusal(what: str, name: str) -> str:
+    from weft import nn
+
+    equivalent = _WEFT_EQUIVALENT.get(name, name)
+    if equivalent in getattr(nn, "__all__", ()):
+        advice = f"use weft.nn.{equivalent} instead"
+    else:
+        advice = f"weft.nn has no {name}: build it from weft.nn functions (listed in weft.nn.__all__)"
+    return f"{what} was applied to a symbolic weft Tensor, which NumPy cannot compute on; {advice}"
+
 
 def _operator(name: str, reflected: bool = False):
     def method(self, other):

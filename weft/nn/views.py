@@ -172,7 +172,10 @@ def getitem(x: Tensor, key: object) -> Tensor:
     """Basic NumPy indexing: ints, slices, ``None`` and ``...``; no tensor indices."""
     items = list(key) if isinstance(key, tuple) else [key]
     if any(isinstance(i, Tensor) for i in items):
-        raise TraceError("indexing with a Tensor is a gather: use weft.nn.embedding / take_along_axis")
+        raise TraceError(
+            "indexing with a Tensor is a gather: use weft.nn.embedding(ids, table) to pick rows of a 2-D"
+            " table by integer ids (weft.nn has no general take_along_axis)"
+        )
     if sum(i is Ellipsis for i in items) > 1:
         raise AxisError(f"getitem: more than one '...' in index {key!r}")
     used = sum(1 for i in items if i is not None and i is not Ellipsis)

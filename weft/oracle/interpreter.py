@@ -61,9 +61,55 @@ def weft_min(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Integer division truncating toward zero, as C does."""
-    quotient = np.abs(a) // np.abs(b)
-    return np.where((a < 0) != (b < 0), -quotient, quotient).astype(np.result_type(a, b))
+    """Integer division truncating toward zero, defined for every pair (the C side matches):
+    ``a / 0 = 0`` and ``INT_MIN / -1 = INT_MIN`` (two's-complement wrap, no trap)."""
+    dtype = np.result_type(a, b)
+    a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+    ordinary = (b != 0) & (b != -1)
+    divisor = np.where(ordinary, b, 1).astype(dtype)
+    floor = np.floor_divide(a, divisor)
+    # floor and truncation differ by one where the division is inexact and the signs differ
+    inexact = (floor * divisor) != a
+    truncated = np.where(inexact & ((a < 0) != (divisor < 0)), floor + dtype.type(1), floor)
+    negated = np.negative(a)  # wraps: -INT_MIN == INT_MIN
+    return np.where(b == 0, dtype.type(0), np.where(b == -1, negated, truncated)).astype(dtype)
+
+
+def _int_fmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The remainder of ``_int_div``: ``a - (a / b) * b`` (wrapping), so ``a % 0 = a`` and
+    ``INT_MIN % -1 = 0``; it has the sign of ``a`` (C's ``%``)."""
+    dtype = np.result_type(a, b)
+    a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+    return (a - _int_div(a, b) * b).astype(dtype)
+
+
+def _divide(a, b):
+    return _int_div(a, b) if np.asarray(a).dtype.kind == "i" else np.divide(a, b)
+
+
+def _fmod(a, b):
+    return _int_fmod(a, b) if np.asarray(a).dtype.kind == "i" else np.fmod(a, b)
+
+
+def _float_to_int(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Float to int truncating toward zero and saturating, defined for every input (C matches):
+    NaN -> 0; +inf and values >= 2**(bits-1) -> the maximum; -inf and values below
+    -2**(bits-1) -> the minimum."""
+    info = np.iinfo(dtype)
+    x = np.asarray(x)
+    limit = x.dtype.type(2.0 ** (info.bits - 1))  # exactly representable; the max is not
+    high, low = x >= limit, x < -limit
+    safe = np.where(high | low | (x != x), x.dtype.type(0), x)
+    converted = safe.astype(dtype)
+    return np.where(high, dtype.type(info.max), np.where(low, dtype.type(info.min), converted))
+
+
+def cast(value, dtype: np.dtype) -> np.ndarray:
+    """``Cast`` in the oracle: NumPy's conversion except float to int (``_float_to_int``)."""
+    value = np.asarray(value)
+    if value.dtype.kind == "f" and dtype.kind == "i":
+        return _float_to_int(value, dtype)
+    return value.astype(dtype)
 
 
 NUMPY_UNARY = {
@@ -83,7 +129,8 @@ NUMPY_BINARY = {
     BinaryOp.ADD: np.add,
     BinaryOp.SUB: np.subtract,
     BinaryOp.MUL: np.multiply,
-    BinaryOp.DIV: lambda a, b: _int_div(a, b) if np.asarray(a).dtype.kind == "i" else np.divide(a, b),
+    BinaryOp.DIV: _divide,
+    BinaryOp.FMOD: _fmod,
     BinaryOp.MAX: weft_max,
     BinaryOp.MIN: weft_min,
     BinaryOp.LT: np.less,
@@ -150,7 +197,7 @@ class _Evaluator:
             case Where(condition, if_true, if_false):
                 return np.where(self.expr(condition), self.expr(if_true), self.expr(if_false))
             case Cast(operand, dtype):
-                return np.asarray(self.expr(operand)).astype(NUMPY_DTYPE[dtype])
+                return cast(self.expr(operand), NUMPY_DTYPE[dtype])
         raise TypeError(f"not an expression: {expr!r}")
 
     def load(self, buffer: str, index: tuple[IndexExpr, ...], padding: float | None):
