@@ -4,7 +4,7 @@
 and index, so a worker process rebuilds it from two ints and a failure is
 reproducible by ``python -m weft.fuzz --seed S --start I --programs 1``.
 
-Each ``weft.nn`` function has a *maker* (``weft.fuzz.makers``) that picks operands
+Each ``weft.nn`` function has a *maker* (``weft.fuzz.makers``, ``weft.fuzz.views``) that picks operands
 from the values built so far (or makes new inputs of fitting shapes) and appends one
 call. ``COVERAGE`` maps every public ``weft.nn`` function to its maker; ``EXCLUDED``
 lists, with the reason, the public names that are not tensor operations. A test
@@ -27,7 +27,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from weft.fuzz.program import InputDef, Op, Program, extent, shape_of
+from weft.fuzz.program import InputDef, Op, Program, shape_of
 
 FLOAT, INT32, INT64, BOOL = "float32", "int32", "int64", "bool"
 
@@ -304,7 +304,3 @@ def _arg_dims(arg) -> set[str]:
     if isinstance(arg, Dim):
         return _names_in((arg.expr,))
     return set()
-
-
-def value_extent(builder: Builder, expr: str) -> int:
-    return extent(expr, builder.dims)
