@@ -16,6 +16,8 @@ SUBCOMMAND_MODULES = (
     "weft.compose.cli",     # weft explain
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
+    "weft.cost.cli",        # weft machine
+    "weft.decide.cli",      # weft record
 )
 
 

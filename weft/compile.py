@@ -27,11 +27,180 @@ from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
 
+PRICING_SHARE = 0.5
+"""The part of ``Config.budget_s`` the pricing phase may spend (the rest: race, lowering, C)."""
+
+
+class _PricingLowering:
+    """The lowering's functions the pricer needs (``weft.cost.bridge.PlanPricing``): passed
+    in, so neither ``weft.compose`` nor the search imports the lowering's choices."""
+
+    def __init__(self, target: Target, online_lowering) -> None:
+        from weft.lower import fused
+
+        self.target = target
+        self.fused = fused
+        self.lower_one_pass = None if online_lowering is None else (
+            lambda plan, region, views: online_lowering(plan, region, views, target, {v.pointer for v in views.values()})
+        )
+
+    def views(self, plan: Plan):
+        from weft.lower.schedule import default_views
+
+        return default_views(plan)
+
+    def lower_member(self, plan: Plan, member: str, views):
+        from weft.lower.schedule import lower_group
+
+        return lower_group(plan, (member,), views, self.target, set())
+
+    def default_tiling(self, plan: Plan, region):
+        return self.fused.choose_tiling(plan, region, self.target.lanes)
+
+    def tilings(self, plan: Plan, region):
+        """Every tiling ``lower_region`` can emit: each common anchor axis (extent > 1) as the
+        primary, each tile size ``choose_tiling`` tries, within the scratch budget and with no
+        starved contraction. Scratch grows linearly with the primary tile (every private
+        member is tiled along it), so it is measured once per primary axis at a tile of one."""
+        fused, lanes = self.fused, self.target.lanes
+        extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
+        common = [name for name, _ in region.tile_maps] if region.tile_maps else [region.tile_axis]
+        contraction = any(plan.kernel(member).is_contraction for member in region.members)
+        for primary in (name for name in extents if name in common and extents[name] > 1):
+            per_point = fused.shared_scratch_bytes(plan, region, fused.region_tiling(plan, region, 1, primary))
+            for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
+                if per_point * min(size, extents[primary]) > fused.SCRATCH_BUDGET:
+                    continue
+                tiling = fused.region_tiling(plan, region, size, primary)
+                if not contraction or fused.starved_contraction(plan, region, tiling, lanes) is None:
+                    yield tiling
+
+    def lower_fused(self, plan: Plan, region, views, tiling):
+        return self.fused.lower_region(plan, region, views, self.target, {v.pointer for v in views.values()},
+                                       tiling=tiling)
+
+
+def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
+    """The pricer of ``fusion="priced"``: region verdicts for ``plan`` on this machine (its
+    calibrated profile), at ``config.threads``, inside ``PRICING_SHARE`` of ``config.budget_s``."""
+    from weft.compose import online_lowering_for
+    from weft.cost.bridge import PlanPricing
+    from weft.cost.machine import machine_profile
+    from weft.cost.model import machine_numbers
+    from weft.cost.search import Pricer
+
+    profile = profile or machine_profile(config.cache_dir, cc=config.cc)
+    pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
+    lowering = _PricingLowering(target, online_lowering_for(config.contract))
+    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
+                       profile.page_bytes)
+
+
+def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
+    """(LoweredPlan, Partition) under ``fusion="priced"``: regions whose best fused price beats
+    their members unfused, each lowered in the form and tiling that won."""
+    from weft.compose import choose_regions, online_lowering_for
+    from weft.lower.fused import lower_partition, region_tiling
+
+    pricing = pricing or region_pricing(plan, config, target)
+    partition = choose_regions(plan, "priced", config.contract, pricing=pricing)
+    tilings = {}
+    for decision in partition.decisions:
+        verdict = decision.chosen
+        if verdict is not None and verdict.form == "fused" and verdict.tiling:
+            region = partition.region_of(decision.anchor)
+            primary, size = verdict.tiling[-1]
+            tilings[decision.anchor] = region_tiling(plan, region, size, primary)
+    lowered = lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract),
+                              tilings=tilings)
+    return lowered, partition
+
+
+def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, record=None):
+    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
+    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
+    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
+    verdict written back. ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    from weft.decide.race import RaceBudget
+    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.verdicts import DecidedPricing
+
+    pricing = pricing or region_pricing(plan, config, target)
+    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
+                "compiler": compiler_identity(config.cc)}
+    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
+                             RaceBudget(config.budget_s * config.race_share), race_contenders(pricing, config, target))
+    lowered, partition = lower_priced(plan, config, target, decided)
+    return lowered, partition, decided.decide_report
+
+
+def lower_matched(plan: Plan, config: Config, target: Target):
+    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
+    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
+    from weft.compose import online_lowering_for
+    from weft.decide.legacy import choose_matched
+    from weft.lower.fused import lower_partition, region_fits
+
+    online = online_lowering_for(config.contract)
+    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
+    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+
+
+def admitted_in(plan: Plan, partition) -> dict[str, tuple]:
+    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
+    from weft.decide.library import admitted_bodies
+
+    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
+    return {anchor: bodies for anchor, bodies in found.items() if bodies}
+
+
+def compiler_identity(cc: str) -> str:
+    """The C compiler a verdict was timed with (path and version line)."""
+    from weft.codegen.driver import find_compiler
+
+    compiler = find_compiler(cc)
+    return f"{compiler.path} {compiler.version}"
+
+
+def race_contenders(pricing, config: Config, target: Target):
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
+    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
+    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    from weft.compose import online_lowering_for
+    from weft.compose.partition import Partition
+    from weft.decide.race import RaceInputs
+    from weft.lower.fused import lower_partition, region_tiling
+
+    def contenders_of(region, form: str, tiling, budget):
+        sub = pricing.subplan(region)
+        inputs = RaceInputs().for_plan(sub)
+        tilings = {}
+        if form == "fused" and tiling:
+            primary, size = tiling[-1]
+            tilings[region.anchor] = region_tiling(sub, region, size, primary)
+        partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
+        online = online_lowering_for(config.contract) if form == "one pass" else None
+        contenders = {}
+        for name, lowered in (("unfused", lower_plan(sub, None, target)),
+                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
+            if budget.left() <= 0:
+                return None
+            arena = plan_arena(sub, lowered)
+            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
+            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
+        return contenders
+
+    return contenders_of
+
 
 def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
     """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
     if config.fusion == "off":
         return lower_plan(plan, None, target)
+    if config.fusion == "priced":
+        return lower_priced(plan, config, target)[0]
     try:
         import weft.compose as compose
     except ModuleNotFoundError:
@@ -152,6 +321,9 @@ class CompiledPlan:
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
         self._raw_outputs: list[np.ndarray] | None = None
+        self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
+        self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
+        self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
@@ -262,11 +434,33 @@ class CompiledPlan:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
+    def kernel_set(self) -> str:
+        """The plan identity of what runs (DESIGN.md section 2): a digest of the lowered
+        functions' structure (members, nests, tilings, scratch, lanes, contract), never of
+        times, notes or where a verdict came from. Two compiles that run the same code agree."""
+        return kernel_set_digest(self.lowered)
+
+    def output_digest(self, *inputs: np.ndarray) -> str:
+        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
+        return output_digest(self(*inputs))
+
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
         from weft.compose.explain import explain_plan, format_lowering
 
+        if self.partition is not None:  # fusion="priced": the decisions this compile made, with prices
+            from weft.compose.explain import explain_partition
+
+            text = explain_partition(self.plan, self.partition, self.lowered).text()
+            if self.decide_report is not None:
+                text += "\n" + self.decide_report.describe()
+            if self.bodies is not None:
+                from weft.decide.legacy import describe_bodies
+
+                text += "\n" + describe_bodies(self.bodies)
+            print(text + "\n" + format_lowering(self.lowered), file=file)
+            return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
         target = Target(lanes=self.lowered.lanes, contract=self.config.contract)  # the regions this compile chose
         text = explain_plan(self.plan, policy, self.config.contract, target=target, lowered=self.lowered).text()
@@ -299,6 +493,25 @@ class CompiledPlan:
                 f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
 
 
+def kernel_set_digest(lowered: LoweredPlan) -> str:
+    """sha256 of the lowered plan's structure (its frozen dataclasses' repr: no addresses, no times)."""
+    import hashlib
+
+    return hashlib.sha256(repr(lowered).encode()).hexdigest()[:32]
+
+
+def output_digest(outputs) -> str:
+    """sha256 of each output's shape, dtype and bytes, in order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in outputs if isinstance(outputs, tuple) else (outputs,):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.shape}{array.dtype.str}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]
+
+
 def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
@@ -314,8 +527,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
     ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
     ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
-    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
-    when SciPy is importable).
+    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: no, the
+    generated contraction microkernel serves every contraction, see
+    ``weft.lower.contraction``; True: BLAS where SciPy is importable).
     ``config``: a complete ``Config`` (then ``contract``, ``threads`` and ``fusion``
     come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
@@ -325,18 +539,32 @@ def compile(  # noqa: A001 - the public name is weft.compile
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
     verify(plan)
     if blas is None:
-        blas = scipy_sgemm_pointer() is not None
+        blas = False
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
     if lanes is None:
         lanes = lanes_for(cpu_features())
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    lowered = _stage("lowering", plan, _lower, plan, config, target)
+    partition = decide_report = bodies = None
+    if config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+        from dataclasses import replace
+
+        config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
+        lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
+    elif config.fusion == "priced":
+        lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
+        bodies = admitted_in(plan, partition)
+    else:
+        lowered = _stage("lowering", plan, _lower, plan, config, target)
     arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
     source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     artifact = build(source, config.cc, config.cache_dir, config.contract)
-    return CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+    compiled.partition = partition
+    compiled.decide_report = decide_report
+    compiled.bodies = bodies
+    return compiled
 
 
-__all__ = ["CompiledPlan", "Prepared", "compile"]
+__all__ = ["CompiledPlan", "Prepared", "compile", "kernel_set_digest", "output_digest"]

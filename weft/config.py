@@ -30,6 +30,8 @@ class Config:
     cc: str = "cc"
     budget_s: float = 2.0
     generic_fusion: bool = True
+    race_margin: float = 0.10  # fusion="priced": race a region whose predicted margin is thinner than this
+    race_share: float = 0.25  # the part of budget_s the races may spend (0: never race)
 
     def __post_init__(self) -> None:
         if self.contract not in CONTRACTS:
@@ -40,6 +42,9 @@ class Config:
             raise ConfigError(f"threads={self.threads!r} must be a positive integer")
         if self.budget_s <= 0:
             raise ConfigError(f"budget_s={self.budget_s!r} must be positive")
+        if self.race_margin < 0 or not 0 <= self.race_share <= 1:
+            raise ConfigError(f"race_margin={self.race_margin!r} must be >= 0 and race_share={self.race_share!r}"
+                              " between 0 and 1")
 
 
 def _env_int(name: str, default: int) -> int:

@@ -64,3 +64,34 @@ def test_corrupted_profile_is_detected_rebuilt_and_warned(tmp_path, monkeypatch,
     path.write_text(json.dumps(data))
     with pytest.warns(UserWarning, match="non-positive"):
         machine_profile(tmp_path)
+
+
+def test_schema2_probe_facts_are_measured_and_ordered(quick_profile):
+    profile = quick_profile
+    """The probes ran through the one compiler path and gave physically ordered numbers."""
+    assert 0.3e9 < profile.clock_hz < 8e9
+    assert profile.line_bytes in (32, 64, 128, 256)
+    assert profile.fma_flops_per_core > 1e9
+    assert {kind for kind, _ in profile.unary_vectors_per_s} == {"exp", "log", "divide"}
+    assert all(rate > 0 for _, rate in profile.unary_vectors_per_s)
+    # exp is a long operation sequence: a divide per vector is cheaper on every CPU we know
+    assert profile.unary_rate("divide") > profile.unary_rate("exp")
+    levels = {(level, kind, threads) for level, kind, threads, _ in profile.stream_bytes_per_s}
+    assert ("l1", "read", 1) in levels and ("memory", "copy", 1) in levels
+    # an L1-resident read is never slower than a read from memory (best of several runs each)
+    assert profile.level_bandwidth("l1", "read", 1) > profile.level_bandwidth("memory", "read", 1)
+    assert profile.parallel_region_s > 0 and profile.runner_call_s > 0 and profile.first_touch_s_per_page > 0
+
+
+def test_level_bandwidth_falls_back_to_copy_bandwidth_without_probe_numbers():
+    profile = MachineProfile(
+        profile_id="x", cpu_model="m", cpu_flags=(), logical_cpus=2, vector_bits=512, l1d_bytes=1, l2_bytes=2,
+        l3_bytes=3, copy_bandwidth_bytes_per_s=((1, 10.0),), numpy_copy_bandwidth_bytes_per_s=10.0,
+        gemm_flops_per_s=((1, 100.0),), gemm_size=8, bandwidth_source="numpy",
+        blas_threads_controlled=False, openblas_env=(), measured_at="now",
+        stream_bytes_per_s=(("l1", "read", 1, 50.0), ("l1", "read", 2, 90.0)),
+    )
+    assert profile.level_bandwidth("memory", "read", 1) == 10.0
+    assert profile.level_bandwidth("l1", "read", 1) == 50.0
+    assert profile.level_bandwidth("l1", "read", 2) == 90.0
+    assert profile.lanes == 16

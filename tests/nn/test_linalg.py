@@ -95,7 +95,8 @@ def test_attention_six_members_match_reference(traced, close, batch, kv_heads, g
 
     plan, out = traced(fn, *arrays)
     names = [kernel.output for kernel in plan.kernels]
-    assert names == ["attn_scores", "attn_max", "attn_exp", "attn_sum", "attn_probs", "attn_out"]
+    six = ["attn_scores", "attn_max", "attn_exp", "attn_sum", "attn_probs", "attn_out"]
+    assert names == six + (["attn_masked_rows"] if mask_array is not None else [])  # fully masked rows give 0
     effective = scale if scale is not None else 1 / math.sqrt(depth)
     reference = _attention_reference(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64),
                                      effective, mask_array, causal)

@@ -45,12 +45,22 @@ def load_workload_plan(name: str, params: dict):
 def run_explain(args: argparse.Namespace) -> int:
     params = dict(parse_setting(text) for text in args.set or ())
     plan = load_workload_plan(args.workload, params)
+    fusion = "priced" if args.prices else args.fusion
     if args.lowering:  # compile too, and show what each region became
         import weft
 
-        weft.compile(plan, args.contract, threads=1, fusion=args.fusion).explain()
+        weft.compile(plan, args.contract, threads=args.threads, fusion=fusion).explain()
         return 0
-    print(explain_plan(plan, policy=args.fusion, contract=args.contract).text())
+    pricing = None
+    if fusion == "priced":  # the pricer is built where the lowering is known (weft.compile)
+        from weft.codegen.cpu import cpu_features, lanes_for
+        from weft.compile import region_pricing
+        from weft.config import config_from_env
+        from weft.lower.schedule import Target
+
+        config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
+        pricing = region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
+    print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
     return 0
 
 
@@ -63,5 +73,8 @@ def register(subparsers) -> None:
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
     parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
+    parser.add_argument("--prices", action="store_true",
+                        help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")
+    parser.add_argument("--threads", type=int, default=1, help="threads the prices (and --lowering) assume (default 1)")
     parser.add_argument("--lowering", action="store_true", help="also compile, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)

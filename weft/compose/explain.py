@@ -17,6 +17,7 @@ from the lowered function: "tiled along h (tiles of 1), preferred i".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ class Explanation:
     anchors: tuple[str, ...] = ()
     plan: Plan | None = None
     lowered: object | None = None  # the LoweredPlan of this compile, when known
+    show_prices: bool = False  # fusion="priced": every candidate's verdict, not only the chosen one
 
     def tiling_for(self, anchor: str) -> tuple[tuple[str, int], ...] | None:
         """(anchor axis, tile size) per axis the lowering actually tiles for region ``anchor``,
@@ -90,13 +92,15 @@ def explain_partition(plan: Plan, partition: Partition, lowered=None) -> Explana
 
 
 def explain_plan(
-    plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, lowered=None
+    plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, lowered=None, pricing=None,
+    show_prices: bool = False,
 ) -> Explanation:
     """Choose regions for ``plan`` exactly as ``weft.compile`` does (asking the lowering
     which candidates fit, for ``target``: by default this CPU's lanes) and explain them.
 
     With ``lowered`` (the compile's ``LoweredPlan``) the text states the axes each
-    region's function actually tiles, not only the region's preferred tile axis."""
+    region's function actually tiles, not only the region's preferred tile axis.
+    ``policy="priced"`` needs ``pricing`` (``weft.compile.region_pricing``)."""
     from weft.compose import online_lowering_for
     from weft.lower.fused import region_fits
 
@@ -105,6 +109,9 @@ def explain_plan(
         from weft.lower.schedule import Target
 
         target = Target(lanes=lanes_for(cpu_features()), contract=contract)
+    if policy == "priced":
+        explanation = explain_partition(plan, choose_regions(plan, policy, contract, pricing=pricing), lowered)
+        return dataclasses.replace(explanation, show_prices=show_prices)
     fits = region_fits(plan, target, online_lowering_for(contract))
     return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits), lowered)
 
@@ -188,6 +195,7 @@ def format_explanation(explanation: Explanation) -> str:
         cut = partition.cutback_for(region.anchor)
         if cut is not None:
             lines.append(f"  cut back: {cut.describe()}")
+        lines.extend(format_prices(partition, region, explanation.show_prices))
         if not region.is_fused:
             lines.append(f"  chosen: {region.anchor} alone (fusion={partition.policy!r})")
             continue
@@ -230,6 +238,8 @@ def format_explanation(explanation: Explanation) -> str:
                 lines.append(f"  rewrite: does not apply: {reason}")
             case None:
                 lines.append("  rewrite: no fold reads another fold over its axis")
+    if partition.policy == "priced":
+        lines.append(format_pricing_summary(partition))
     strict_refused = [
         report.region.anchor for report in explanation.reports
         if isinstance(report.rewrite, RewriteRefusal) and report.rewrite.applicable
@@ -243,6 +253,40 @@ def format_explanation(explanation: Explanation) -> str:
             " (Strict forbids the rewrite; compile with contract='inference' to allow it)"
         )
     return "\n".join(lines)
+
+
+def format_prices(partition: Partition, region: Region, every: bool) -> list[str]:
+    """Per region (fusion="priced"): the chosen candidate's predicted unfused and fused cycles,
+    tiling and margin; with ``every``, each candidate's verdict."""
+    decision = next((d for d in partition.decisions if region.anchor == d.anchor), None)
+    if decision is None:
+        return []
+    lines = []
+    for members, verdict in decision.verdicts:
+        taken = members == decision.taken
+        if taken or every:
+            mark = "price (chosen)" if taken else "price"
+            lines.append(f"  {mark} [{' '.join(members)}]: {verdict.describe()}")
+    if not every and not region.is_fused and decision.verdicts:
+        best = max(decision.verdicts, key=lambda item: item[1].margin if item[1].status == "priced" else -1e9)
+        lines.append(f"  best price not taken [{' '.join(best[0])}]: {best[1].describe()}")
+    return lines
+
+
+def format_pricing_summary(partition: Partition) -> str:
+    """How the pricing phase went: signatures priced, unpriced (and why), time against the budget."""
+    report = partition.pricing
+    unpriced = sum(decision.unpriced for decision in partition.decisions)
+    if report is None:
+        return f"pricing: {unpriced} candidate(s) unpriced"
+    text = (f"pricing: {report.signatures} signature(s) surveyed, {report.priced} priced in {report.seconds * 1e3:.0f} ms"
+            f" of a {report.budget_s * 1e3:.0f} ms share")
+    if unpriced or report.unpriced:
+        text += (f"; {unpriced} candidate(s) ({len(report.unpriced)} signature(s)) left unpriced: the budget ran"
+                 " out before them (they stay unfused; raise WEFT_BUDGET_S to price them)")
+    else:
+        text += "; every candidate priced"
+    return text
 
 
 def format_lowering(lowered) -> str:

@@ -28,7 +28,7 @@ from weft.config import CONTRACTS
 from weft.errors import ConfigError
 from weft.ir import Plan
 
-POLICIES = ("off", "greedy")
+POLICIES = ("off", "greedy", "priced")
 
 RegionFit = Callable[[Region], "str | None"]
 """``fits(region)``: None when the lowering can emit ``region`` fused, else why not."""
@@ -75,6 +75,8 @@ class Partition:
     growths: tuple[Growth, ...]
     unfused: tuple[tuple[str, tuple[str, ...]], ...]
     cutbacks: tuple[Cutback, ...] = ()
+    decisions: tuple = ()  # fusion="priced": one weft.compose.priced.PricedDecision per anchor
+    pricing: object | None = None  # fusion="priced": the pricing phase's report (budget, counts)
 
     def cutback_for(self, anchor: str) -> Cutback | None:
         return next((cut for cut in self.cutbacks if cut.anchor == anchor), None)
@@ -91,21 +93,24 @@ class Partition:
 
 
 def choose_regions(
-    plan: Plan, policy: str = "greedy", contract: str = "strict", fits: RegionFit | None = None
+    plan: Plan, policy: str = "greedy", contract: str = "strict", fits: RegionFit | None = None, pricing=None
 ) -> Partition:
     """Partition ``plan``'s members into regions under ``policy`` (see module doc).
 
     ``fits`` is the lowering's check (``weft.lower.fused.region_fit``); without it
     every legal candidate counts as lowerable (the IR-level answer, used by tests
-    that lower with an explicit tile size).
+    that lower with an explicit tile size). ``pricing`` (``fusion="priced"`` only) is
+    the pricer ``weft.compile.region_pricing`` builds (see ``weft.compose.priced``).
     """
     if policy not in POLICIES:
         raise ConfigError(
-            f"fusion={policy!r}: choose_regions knows {POLICIES}; 'priced' and 'matchers' need the cost"
-            " model and library bodies, which are not built yet: use fusion='greedy' or fusion='off'"
+            f"fusion={policy!r}: choose_regions knows {POLICIES}; 'matchers' needs library bodies,"
+            " which are not built yet: use fusion='priced', 'greedy' or 'off'"
         )
     if contract not in CONTRACTS:
         raise ConfigError(f"contract={contract!r} is not one of {CONTRACTS}")
+    if policy == "priced":
+        return _choose_priced(plan, contract, pricing)
     uncovered = {kernel.output for kernel in plan.kernels}
     chosen: list[Region] = []
     growths: list[Growth] = []
@@ -135,6 +140,25 @@ def choose_regions(
         unfused=_unfused_reasons(plan, chosen, growths, policy, cutbacks),
         cutbacks=tuple(sorted(cutbacks, key=lambda cut: order[cut.anchor])),
     )
+
+
+def _choose_priced(plan: Plan, contract: str, pricing) -> Partition:
+    """The hook for ``fusion="priced"`` (the policy itself lives in ``weft.compose.priced``)."""
+    from weft.compose.priced import choose_priced, priced_reasons
+
+    if pricing is None:
+        raise ConfigError("fusion='priced' needs a pricer: weft.compile builds one (weft.compile.region_pricing)")
+    chosen, growths, decisions = choose_priced(plan, pricing)
+    order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
+    chosen.sort(key=lambda region: order[region.anchor])
+    growths.reverse()
+    unfused = []
+    for member, reasons in _unfused_reasons(plan, chosen, growths, "priced"):
+        extra = priced_reasons(member, decisions)
+        kept = tuple(dict.fromkeys((*extra, *(r for r in reasons if not r.startswith("no producer")))))
+        unfused.append((member, kept or reasons))
+    return Partition(plan.name, "priced", contract, tuple(chosen), tuple(growths), tuple(unfused), (),
+                     tuple(decisions), getattr(pricing, "report", None))
 
 
 def _largest_fitting(growth: Growth, fits: RegionFit | None) -> tuple[Region, Cutback | None]:

@@ -9,6 +9,15 @@ their hash is the **profile id**. Rates are measured:
 - GEMM rate, FLOP/s (2·n³ per n×n×n product): NumPy float32 matmul, 1024³ and 2048³
   (best of both) at 1 and N BLAS threads, the proxy for the machine's peak.
 
+- (schema 2, ``weft.cost.probes``, compiled through ``weft.codegen.driver.build``) the
+  clock, read/write/copy bandwidth from L1, L2, L3 and memory at 1 and N threads, the
+  FMA peak per core with every core busy, exp/log/divide vectors per second, the cost
+  of a parallel region, of a runner call and of a first touch of a fresh page.
+
+Calibration takes a few seconds; each number is the best of several short runs so a
+loaded machine lowers no rate (multi-thread runs whose threads never overlapped are
+flagged in ``stream_concurrent``).
+
 The profile is stored as JSON under ``<cache_dir>/machine/profile-<id>.json`` and
 reused; ``recalibrate=True`` measures again. A file that does not parse or does not
 match its id is reported with a warning and rebuilt. Units are in the field names.
@@ -31,7 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-SCHEMA = 1
+SCHEMA = 2
+
+LEVELS = ("l1", "l2", "l3", "memory")
+STREAM_KINDS = ("read", "write", "copy")
+UNARY_KINDS = ("exp", "log", "divide")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +68,17 @@ class MachineProfile:
     openblas_env: tuple[tuple[str, str], ...]
     measured_at: str
     schema: int = SCHEMA
+    # --- schema 2: what the cycle model needs (weft.cost.probes) ---
+    line_bytes: int = 64
+    page_bytes: int = 4096
+    clock_hz: float = 0.0  # cycles per second (dependent integer adds, one per cycle)
+    stream_bytes_per_s: tuple[tuple[str, str, int, float], ...] = ()  # (level, kind, threads, bytes/s)
+    stream_concurrent: bool = True  # False: some multi-thread stream never ran concurrently (loaded machine)
+    fma_flops_per_core: float = 0.0  # float32 FMA FLOP/s of one core with every core busy
+    unary_vectors_per_s: tuple[tuple[str, float], ...] = ()  # (exp | log | divide, vectors/s, one core)
+    parallel_region_s: float = 0.0  # one OpenMP parallel region over every core
+    runner_call_s: float = 0.0  # one call from Python into a compiled plan (ctypes)
+    first_touch_s_per_page: float = 0.0  # first write to a fresh page (the fault)
 
     def bandwidth(self, threads: int = 1) -> float:
         """Copy bandwidth (bytes/s): the best measured with at most ``threads`` threads."""
@@ -68,6 +92,41 @@ class MachineProfile:
         """FLOPs per byte where a member turns from memory- to compute-bound."""
         return self.peak_flops(threads) / self.bandwidth(threads)
 
+    @property
+    def lanes(self) -> int:
+        return max(1, self.vector_bits // 32)
+
+    @property
+    def cores(self) -> int:
+        return self.logical_cpus
+
+    def cache_bytes(self, level: str) -> int:
+        """Capacity of ``level`` (l1, l2: per core; l3: shared)."""
+        return {"l1": self.l1d_bytes, "l2": self.l2_bytes, "l3": self.l3_bytes}[level]
+
+    def level_bandwidth(self, level: str, kind: str = "read", threads: int = 1) -> float:
+        """Bytes/s of ``kind`` from ``level`` with ``threads`` threads (all of them together).
+
+        Falls back to the copy bandwidth for a profile without per-level numbers, and
+        to the nearest measured thread count below (or scaled linearly for private levels)."""
+        table = [(t, rate) for lvl, k, t, rate in self.stream_bytes_per_s if lvl == level and k == kind]
+        if not table:
+            return self.bandwidth(threads)
+        usable = [(t, rate) for t, rate in table if t <= max(1, threads)]
+        if not usable:
+            return min(table)[1]
+        count, rate = max(usable, key=lambda pair: pair[1])
+        return rate
+
+    def unary_rate(self, kind: str) -> float:
+        """Vectors/s of ``kind`` (exp, log, divide) on one core; 0 when not measured."""
+        return dict(self.unary_vectors_per_s).get(kind, 0.0)
+
+    def fma_peak(self, threads: int = 1) -> float:
+        """FMA FLOP/s with ``threads`` cores busy (per-core rate measured with all busy)."""
+        per_core = self.fma_flops_per_core or self.peak_flops(1)
+        return per_core * max(1, min(threads, self.logical_cpus))
+
     def to_json(self) -> dict:
         return asdict(self)
 
@@ -78,7 +137,8 @@ class MachineProfile:
             raise ValueError(f"profile fields differ: missing {sorted(names - set(data))}, extra {sorted(set(data) - names)}")
         values = dict(data)
         values["cpu_flags"] = tuple(values["cpu_flags"])
-        for key in ("copy_bandwidth_bytes_per_s", "gemm_flops_per_s", "openblas_env"):
+        for key in ("copy_bandwidth_bytes_per_s", "gemm_flops_per_s", "openblas_env", "stream_bytes_per_s",
+                    "unary_vectors_per_s"):
             values[key] = tuple(tuple(pair) for pair in values[key])
         return MachineProfile(**values)
 
@@ -245,16 +305,74 @@ def measure_gemm(size: int, thread_counts: list[int], repeats: int) -> tuple[dic
     return rates, setter is not None
 
 
+def line_bytes() -> int:
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size").read_text())
+    except (OSError, ValueError):
+        return 64
+
+
+def level_working_sets(facts: dict, threads: int) -> dict[str, int]:
+    """Bytes per thread that sit in each level: half a private cache, half of an even share
+    of the L3, and (memory) four times the L3 split between the threads (at least 64 MiB)."""
+    l1 = facts["l1d_bytes"] or 32 * 1024
+    l2 = facts["l2_bytes"] or 512 * 1024
+    l3 = facts["l3_bytes"] or 8 * 1024**2
+    return {
+        "l1": l1 // 2,
+        "l2": max(l2 // 2, 2 * l1),
+        "l3": max(l3 // (2 * threads), 2 * l2),
+        "memory": max(4 * l3, 64 * 1024**2) // threads,
+    }
+
+
+def measure_probes(facts: dict, cc: str, cache_dir: Path, thread_counts: list[int], quick: bool) -> dict:
+    """The schema-2 fields: per-level streams, FMA, exp/log/divide, overheads, clock."""
+    from weft.cost.probes import Probes
+
+    lanes = max(1, facts["vector_bits"] // 32)
+    try:
+        probes = Probes.build(lanes, cc, cache_dir)
+    except Exception as error:  # a machine without a working compiler keeps the schema-1 numbers
+        warnings.warn(f"machine profile: probes not built ({error}); the cycle model uses copy bandwidth only",
+                      stacklevel=2)
+        return {}
+    probes.tries = 3 if quick else 5
+    target = 6e6 if quick else 16e6
+    streams, concurrent = [], True
+    for threads in thread_counts:
+        sizes = level_working_sets(facts, threads)
+        for level in LEVELS:
+            for kind in STREAM_KINDS:
+                floats = sizes[level] // 4 // (2 if kind == "copy" else 1)
+                rate, together = probes.stream(kind, floats, threads, target * (2 if level == "memory" else 1))
+                concurrent &= together
+                streams.append((level, kind, threads, float(rate)))
+    cores = max(thread_counts)
+    return {
+        "line_bytes": line_bytes(),
+        "page_bytes": os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096,
+        "clock_hz": probes.clock_hz(),
+        "stream_bytes_per_s": tuple(streams),
+        "stream_concurrent": concurrent,
+        "fma_flops_per_core": probes.fma_flops(cores, lanes),
+        "unary_vectors_per_s": tuple((kind, probes.unary_vectors(code, lanes)) for code, kind in enumerate(UNARY_KINDS)),
+        "parallel_region_s": probes.parallel_region_s(cores),
+        "runner_call_s": probes.call_s(),
+        "first_touch_s_per_page": probes.first_touch_s(os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096),
+    }
+
+
 def calibrate(cc: str = "cc", workdir: Path | None = None, quick: bool = False) -> MachineProfile:
-    """Measure this machine (about 2 s; ``quick`` uses smaller sizes for tests)."""
+    """Measure this machine (a few seconds; ``quick`` uses smaller sizes for tests)."""
     facts = hardware_facts()
     cpus = facts["logical_cpus"]
     thread_counts = sorted({1, cpus})
-    copy_bytes = (32 if quick else 256) * 1024**2
-    repeats = 3 if quick else 5
+    copy_bytes = (16 if quick else 64) * 1024**2
+    repeats = 3
     numpy_rate = measure_numpy_copy(copy_bytes, repeats)
     c_rates = measure_c_copy(copy_bytes, repeats, thread_counts, cc, workdir or Path(tempfile.gettempdir()))
-    gemm_sizes = (512,) if quick else (1024, 2048)
+    gemm_sizes = (512,) if quick else (1024,)
     gemm_rates: dict[int, float] = {}
     for size in gemm_sizes:  # the best of the sizes: larger ones amortise packing, smaller stay in cache
         rates, controlled = measure_gemm(size, thread_counts, 3 if size > 1024 else repeats)
@@ -281,6 +399,8 @@ def calibrate(cc: str = "cc", workdir: Path | None = None, quick: bool = False) 
         blas_threads_controlled=controlled,
         openblas_env=tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("OPENBLAS"))),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **measure_probes(facts, cc, Path(workdir).parent if workdir else Path(tempfile.gettempdir()) / "weft-probes",
+                         thread_counts, quick),
     )
 
 

@@ -35,6 +35,7 @@ from weft.compose.regions import Region
 from weft.errors import CompileError
 from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
 from weft.lower.access import Access, load_access, row_major_strides
+from weft.lower.contraction_epilogue import lower_contraction_region
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
@@ -377,10 +378,13 @@ def tile_loop(plan: Plan, region: Region, tiling: Tiling) -> TileLoop:
 
 
 def lower_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None
+    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None,
+    tiling: Tiling | None = None,
 ) -> LoweredFunction | None:
-    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused)."""
-    tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
+    """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused).
+    ``tiling`` (a priced choice) wins over ``tile`` and over ``choose_tiling``."""
+    if tiling is None:
+        tiling = region_tiling(plan, region, tile) if tile else choose_tiling(plan, region, target.lanes)
     if tiling is None:
         return None
     local_views, scratch = scratch_views(plan, views, tiling, taken, region.private, region)
@@ -413,6 +417,9 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
     if region.tile_axis is None:
         return f"{region.anchor} has no output axis to tile along"
     views = views if views is not None else default_views(plan)
+    if target.microkernel and lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                       target.contract, PARALLEL_MIN_WORK, lambda: "probe"):
+        return None
     if choose_tiling(plan, region, target.lanes) is not None:
         return None
     if online_lowering is not None:
@@ -454,24 +461,32 @@ def region_fits(plan: Plan, target: Target, online_lowering=None):
 
 
 def lower_partition(
-    plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None
+    plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None,
+    tilings: dict[str, Tiling] | None = None,
 ) -> LoweredPlan:
     """Every region of ``partition`` as one C function, in execution order.
 
     ``online_lowering(plan, region, views, target, taken)`` may claim a region (the
     rescaled one-pass form under Inference) by returning a function, or None.
     A fused region that lowers neither way raises ``CompileError`` (choose the
-    partition with ``fits=region_fits(...)`` so that it cannot happen).
+    partition with ``fits=region_fits(...)`` so that it cannot happen). ``tilings`` (anchor ->
+    ``Tiling``, the priced policy's choices) lowers those regions in the plain fused form
+    with that tiling.
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
     functions = []
     for region in partition.regions:
         function = None
-        if region.is_fused and online_lowering is not None:
+        chosen = (tilings or {}).get(region.anchor)
+        if region.is_fused and target.microkernel:  # a contraction and its elementwise tail
+            function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                target.contract, PARALLEL_MIN_WORK,
+                                                lambda region=region: region_function_name(region, taken))
+        if function is None and region.is_fused and online_lowering is not None and chosen is None:
             function = online_lowering(plan, region, views, target, taken)
         if function is None and region.is_fused:
-            function = lower_region(plan, region, views, target, taken, tile)
+            function = lower_region(plan, region, views, target, taken, tile, chosen)
         if function is None and region.is_fused:
             raise CompileError(
                 f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "

@@ -792,10 +792,15 @@ def _state_bytes(plan: Plan, online: OnlineFold, tiling: Tiling) -> int:
 
 def rematerialised_after(plan: Plan, online: OnlineFold, after: tuple[str, ...]) -> str | None:
     """A member after the pass that recomputes the pass's terms over the pass axis (module doc):
-    it reads the reference fold's result and has an output axis as long as the pass axis."""
+    it reads the reference fold's result and what the pass's terms read, and has an output
+    axis as long as the pass axis. (A member reading only the pass's results, such as
+    attention's fully-masked-row select of its output, recomputes nothing.)"""
+    terms = (online.reference_term,) + tuple(d.term for d in online.dependents)
+    term_sources = {load.buffer for term in terms for load in expr_loads(term)} - {online.reference}
     for name in after:
         kernel = plan.kernel(name)
-        if online.reference in kernel.reads and any(axis.extent == online.extent for axis in kernel.axes):
+        if (online.reference in kernel.reads and term_sources & set(kernel.reads)
+                and any(axis.extent == online.extent for axis in kernel.axes)):
             return name
     return None
 

@@ -59,7 +59,7 @@ def broadcast_read(tensor: Tensor, shape: tuple[int, ...], index: tuple[IndexExp
 
 
 def scalar_const(value: float | int | bool, like: DType, op: str) -> Const:
-    """A Python scalar as a constant of the tensor operand's dtype."""
+    """A Python scalar as a constant of ``like`` (the promoted dtype of the operation)."""
     if isinstance(value, bool | np.bool_):
         if like is DType.BOOL:
             return Const(bool(value), DType.BOOL)
@@ -78,6 +78,59 @@ def scalar_const(value: float | int | bool, like: DType, op: str) -> Const:
     raise DTypeError(f"{op}: operands must be Tensors or Python numbers, got {type(value).__name__}")
 
 
+_CATEGORY = {DType.BOOL: 0, DType.INT32: 1, DType.INT64: 1, DType.FLOAT32: 2}
+_WIDTH = {DType.BOOL: 0, DType.INT32: 1, DType.INT64: 2, DType.FLOAT32: 3}
+
+
+def _highest(dtypes: Sequence[DType]) -> DType | None:
+    return max(dtypes, key=_WIDTH.__getitem__) if dtypes else None
+
+
+def _scalar_dtype(value: object, op: str) -> DType:
+    if isinstance(value, bool | np.bool_):
+        return DType.BOOL
+    if isinstance(value, int | np.integer):
+        return DType.INT64
+    if isinstance(value, float | np.floating):
+        return DType.FLOAT32
+    raise DTypeError(f"{op}: operands must be Tensors or Python numbers, got {type(value).__name__}")
+
+
+def result_type(op: str, operands: Sequence[Operand]) -> DType:
+    """PyTorch's type promotion (``torch.result_type``) over Weft's dtypes.
+
+    Three tiers, highest first: tensors with dimensions, 0-d tensors, Python numbers.
+    The dimensioned tensors decide the dtype (bool < int32 < int64 < float32); a lower
+    tier changes it only when it is of a higher *category* (bool < integer < float):
+    then the result is that tier's own promoted dtype, for a Python number the default
+    of its category (int64 for an int, float32 for a float). So ``int32 + 2`` stays
+    int32, ``int32 + 2.5`` is float32, ``bool + 1`` is int64, ``int32 + int64`` int64.
+    """
+    dimensioned = [o.dtype for o in operands if isinstance(o, Tensor) and o.ndim > 0]
+    zero_dim = [o.dtype for o in operands if isinstance(o, Tensor) and o.ndim == 0]
+    numbers = [_scalar_dtype(o, op) for o in operands if not isinstance(o, Tensor)]
+    result: DType | None = None
+    for tier in (dimensioned, zero_dim, numbers):
+        candidate = _highest(tier)
+        if candidate is None:
+            continue
+        if result is None or _CATEGORY[candidate] > _CATEGORY[result]:
+            result = candidate
+    if result is None:
+        raise DTypeError(f"{op}: needs at least one operand")
+    return result
+
+
+def promoted_read(operand: Operand, target: DType, shape: tuple[int, ...], index: tuple[IndexExpr, ...],
+                  op: str) -> Expr:
+    """``operand`` read at ``index`` (broadcast to ``shape``) as ``target``: a tensor of
+    another dtype is converted inside the body (no member of its own)."""
+    if not isinstance(operand, Tensor):
+        return scalar_const(operand, target, op)
+    value = broadcast_read(operand, shape, index)
+    return value if operand.dtype is target else Cast(value, target)
+
+
 def elementwise(
     op: str,
     operands: Sequence[Operand],
@@ -87,22 +140,17 @@ def elementwise(
 ) -> Tensor:
     """Emit one member: ``out[...] = body(*operand reads)`` over the broadcast shape.
 
-    Operand dtypes must agree (scalars take the tensors' dtype); ``dtype`` is the
-    result dtype (default: the operands')."""
+    Operands are promoted to one dtype by PyTorch's rules (``result_type``) and read
+    as it; ``dtype`` is the result dtype (default: the promoted one)."""
     tensors = [o for o in operands if isinstance(o, Tensor)]
     if not tensors:
         raise DTypeError(f"{op}: needs at least one Tensor operand")
     tracer = current_tracer(*tensors)
-    kinds = {t.dtype for t in tensors}
-    if len(kinds) > 1:
-        described = " and ".join(f"{t.dtype.value}{t.shape}" for t in tensors)
-        raise DTypeError(f"{op}: operand dtypes differ ({described}); cast one with weft.nn.cast first")
-    like = tensors[0].dtype
+    like = result_type(op, operands)
     shape = broadcast_shapes(op, *(t.shape for t in tensors))
     axes = axes_for(shape)
     index = axis_index(axes)
-    reads = [broadcast_read(o, shape, index) if isinstance(o, Tensor) else scalar_const(o, like, op)
-             for o in operands]
+    reads = [promoted_read(o, like, shape, index, op) for o in operands]
     return tracer.emit(label or op, axes, body(*reads), dtype or like)
 
 
@@ -122,7 +170,9 @@ def _need_number(op: str, *operands: Operand) -> None:
 
 
 def _binary(op: BinaryOp, name: str, a: Operand, b: Operand, result: DType | None = None) -> Tensor:
-    _need_number(name, a, b)
+    if result_type(name, (a, b)) is DType.BOOL:
+        raise DTypeError(f"{name}: needs numbers, got two bool operands; cast one with weft.nn.cast(x, 'int32')"
+                         " or use logical_and / logical_or")
     return elementwise(name, (a, b), lambda x, y: Binary(op, x, y), result)
 
 
@@ -217,40 +267,54 @@ def _need_bool(op: str, *operands: Operand) -> None:
             raise DTypeError(f"{op}: needs bool tensors, got {operand.dtype.value} of shape {operand.shape}")
 
 
+def _truth(v: Expr, dtype: DType) -> Expr:
+    """A value as bool the way PyTorch's logical ops read it: nonzero is True."""
+    if dtype is DType.BOOL:
+        return v
+    return Binary(BinaryOp.NE, v, Const(0.0 if dtype.is_float else 0, dtype))
+
+
+def _logical(op: BinaryOp, name: str, a: Operand, b: Operand) -> Tensor:
+    """PyTorch's logical ops: any dtypes, nonzero is True, a bool result."""
+    kinds = [o.dtype if isinstance(o, Tensor) else _scalar_dtype(o, name) for o in (a, b)]
+    tensors = [o for o in (a, b) if isinstance(o, Tensor)]
+    if not tensors:
+        raise DTypeError(f"{name}: needs at least one Tensor operand")
+    tracer = current_tracer(*tensors)
+    shape = broadcast_shapes(name, *(t.shape for t in tensors))
+    axes = axes_for(shape)
+    index = axis_index(axes)
+    reads = [_truth(promoted_read(o, kind, shape, index, name), kind) for o, kind in zip((a, b), kinds, strict=True)]
+    return tracer.emit(name, axes, Binary(op, *reads), DType.BOOL)
+
+
 def logical_and(a: Operand, b: Operand) -> Tensor:
-    _need_bool("logical_and", a, b)
-    return elementwise("logical_and", (a, b), lambda x, y: Binary(BinaryOp.AND, x, y))
+    return _logical(BinaryOp.AND, "logical_and", a, b)
 
 
 def logical_or(a: Operand, b: Operand) -> Tensor:
-    _need_bool("logical_or", a, b)
-    return elementwise("logical_or", (a, b), lambda x, y: Binary(BinaryOp.OR, x, y))
+    return _logical(BinaryOp.OR, "logical_or", a, b)
 
 
 def logical_not(x: Tensor) -> Tensor:
-    _need_bool("logical_not", x)
-    return elementwise("logical_not", (x,), lambda v: Unary(UnaryOp.NOT, v))
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"logical_not: needs a Tensor, got {type(x).__name__}")
+    return elementwise("logical_not", (x,), lambda v: Unary(UnaryOp.NOT, _truth(v, x.dtype)), DType.BOOL)
 
 
 def where(condition: Tensor, a: Operand, b: Operand) -> Tensor:
-    """``a`` where ``condition`` holds, else ``b`` (all three broadcast)."""
+    """``a`` where ``condition`` holds, else ``b`` (all three broadcast; the branches
+    promoted to one dtype by PyTorch's rules, ``result_type``)."""
     if not isinstance(condition, Tensor) or condition.dtype is not DType.BOOL:
         raise DTypeError("where: the condition must be a bool Tensor (e.g. x > 0)")
     values = [o for o in (a, b) if isinstance(o, Tensor)]
-    like = values[0].dtype if values else DType.FLOAT32
-    if len({v.dtype for v in values}) > 1:
-        raise DTypeError(f"where: branch dtypes differ ({a.dtype.value} vs {b.dtype.value}); cast one first")
+    like = result_type("where", (a, b)) if values else DType.FLOAT32
     tracer = current_tracer(condition, *values)
     shape = broadcast_shapes("where", condition.shape, *(v.shape for v in values))
     axes = axes_for(shape)
     index = axis_index(axes)
-
-    def read(operand: Operand) -> Expr:
-        if isinstance(operand, Tensor):
-            return broadcast_read(operand, shape, index)
-        return scalar_const(operand, like, "where")
-
-    body = Where(broadcast_read(condition, shape, index), read(a), read(b))
+    body = Where(broadcast_read(condition, shape, index), promoted_read(a, like, shape, index, "where"),
+                 promoted_read(b, like, shape, index, "where"))
     return tracer.emit("where", axes, body, like)
 
 
@@ -264,10 +328,13 @@ def cast(x: Tensor, dtype: object) -> Tensor:
 
 
 def _unary(op: UnaryOp, x: Tensor, float_only: bool = True) -> Tensor:
+    """One member applying ``op``. A float-only op (exp, log, sqrt, ...) reads an integer or
+    bool tensor as float32 and returns float32, as PyTorch's unary float ops do."""
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op.value}: needs a Tensor, got {type(x).__name__}")
     if float_only:
-        _need_float(op.value, x)
+        if not x.dtype.is_float:
+            return elementwise(op.value, (x,), lambda v: Unary(op, Cast(v, DType.FLOAT32)), DType.FLOAT32)
     else:
         _need_number(op.value, x)
     return elementwise(op.value, (x,), lambda v: Unary(op, v))

@@ -39,7 +39,7 @@ from weft.ir import (
 )
 from weft.nn.elementwise import add, broadcast_read, broadcast_shapes
 from weft.nn.tensor import Tensor, current_tracer
-from weft.nn.views import read_padded, transpose
+from weft.nn.views import read_padded, reshape, transpose
 
 
 def _need_float(op: str, *tensors: Tensor | None) -> None:
@@ -130,16 +130,19 @@ def attention(
     Shapes (*batch, H, T, D) with K/V heads dividing query heads (grouped-query:
     query head h reads K/V head h // (Hq/Hkv)); or (T, D) with no heads. ``mask``
     broadcasts to (*batch, Hq, Tq, Tk): bool keeps True positions, float is added
-    to the scores. ``causal`` keeps key j <= query i (PyTorch's top-left alignment).
+    to the scores; a query row with every key masked gives 0 (PyTorch's CPU kernel),
+    one more member after the six. ``causal`` keeps key j <= query i (PyTorch's
+    top-left alignment). Batch dims broadcast (a 3-D q against 4-D k/v, as in SDPA).
     """
     _need_float("attention", q, k, v)
     current_tracer(q, k, v, mask)
-    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
-        raise ShapeError(f"attention: q, k, v must have equal rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
-    heads = q.ndim >= 3
-    lead = q.shape[:-3] if heads else ()
-    if k.shape[:len(lead)] != lead or v.shape[:len(lead)] != lead:
-        raise ShapeError(f"attention: batch dims differ: q {q.shape}, k {k.shape}, v {v.shape}")
+    if min(q.ndim, k.ndim, v.ndim) < 2:
+        raise ShapeError(f"attention: q, k, v must have rank >= 2, got {q.shape}, {k.shape}, {v.shape}")
+    rank = max(q.ndim, k.ndim, v.ndim)
+    if rank >= 3:  # batch dims broadcast as in torch's SDPA: a 3-D q against 4-D k/v reads as (1, ...)
+        q, k, v = (reshape(t, (1,) * (rank - t.ndim) + t.shape) if t.ndim < rank else t for t in (q, k, v))
+    heads = rank >= 3
+    lead = broadcast_shapes("attention batch dims", q.shape[:-3], k.shape[:-3], v.shape[:-3]) if heads else ()
     if k.shape[-1] != q.shape[-1] or k.shape[-2] != v.shape[-2] or (heads and k.shape[-3] != v.shape[-3]):
         raise ShapeError(
             f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit: k needs q's head dim and"
@@ -159,10 +162,16 @@ def attention(
     row_axes = lead_axes + head_axes + (Axis("i", tq),)
     score_axes = row_axes + (Axis("j", tk),)
     b = tuple(AxisIndex(a.name) for a in lead_axes)
+
+    def lead_of(tensor: Tensor) -> tuple[IndexExpr, ...]:
+        return tuple(IndexConst(0) if tensor.shape[n] == 1 and lead[n] != 1 else b[n] for n in range(len(lead)))
+
+    bq, bk, bv = lead_of(q), lead_of(k), lead_of(v)
     h = (AxisIndex("h"),) if heads else ()
     kv_h = ((AxisIndex("h") // group),) if heads else ()
     i, j, d = AxisIndex("i"), AxisIndex("j"), AxisIndex("d")
     rows = b + h + (i,)
+    q_rows = bq + h + (i,)
     scores_at = rows + (j,)
 
     bool_mask = mask is not None and mask.dtype is DType.BOOL
@@ -170,7 +179,7 @@ def attention(
         if mask.dtype not in (DType.BOOL, DType.FLOAT32):
             raise DTypeError(f"attention: mask must be bool or float32, got {mask.dtype.value}")
         broadcast_shapes("attention mask", mask.shape, tuple(a.extent for a in score_axes))
-    term = _mul(_mul(q.read(rows + (d,)), k.read(b + kv_h + (j, d))), Const(scale))
+    term = _mul(_mul(q.read(q_rows + (d,)), k.read(bk + kv_h + (j, d))), Const(scale))
     keep: Expr | None = None
     if causal:
         keep = Binary(BinaryOp.LE, IndexValue(j), IndexValue(i))
@@ -198,8 +207,16 @@ def attention(
     probs = tracer.emit("attn_probs", score_axes, Binary(BinaryOp.DIV, exps.read(scores_at), total.read(rows)),
                         DType.FLOAT32)
     out_axes = row_axes + (Axis("e", value_depth),)
-    body = _mul(probs.read(scores_at), v.read(b + kv_h + (j, AxisIndex("e"))))
-    return tracer.emit("attn_out", out_axes, body, DType.FLOAT32, fold_j)
+    body = _mul(probs.read(scores_at), v.read(bv + kv_h + (j, AxisIndex("e"))))
+    out = tracer.emit("attn_out", out_axes, body, DType.FLOAT32, fold_j)
+    if mask is None:
+        return out
+    # A row whose every key is masked has max -inf and 0/0 probabilities; PyTorch's CPU
+    # kernel (math and flash) returns 0 for it, so a seventh member selects 0 there.
+    out_at = rows + (AxisIndex("e"),)
+    fully_masked = Binary(BinaryOp.EQ, row_max.read(rows), Const(-math.inf))
+    return tracer.emit("attn_masked_rows", out_axes, Where(fully_masked, Const(0.0), out.read(out_at)),
+                       DType.FLOAT32)
 
 
 def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:

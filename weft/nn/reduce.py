@@ -25,6 +25,7 @@ from weft.ir import (
     AxisIndex,
     Binary,
     BinaryOp,
+    Cast,
     Combiner,
     Const,
     DType,
@@ -37,7 +38,7 @@ from weft.ir import (
 )
 from weft.nn.elementwise import mul_expr
 from weft.nn.tensor import Tensor, axis_index, current_tracer
-from weft.nn.views import normalize_axes
+from weft.nn.views import normalize_axes, reshape
 
 
 def _sub(a: Expr, b: Expr) -> Expr:
@@ -51,6 +52,13 @@ def _need_float(op: str, x: Tensor) -> None:
         raise DTypeError(f"{op}: needs float32 input, got {x.dtype.value} of shape {x.shape}; cast first")
 
 
+def _zero_d_axes(op: str, axes: int | Sequence[int] | None) -> None:
+    """PyTorch lets a 0-d tensor take dim 0 or -1 (and ``()``/``None``): it has one element."""
+    listed = () if axes is None else (axes,) if isinstance(axes, int) else tuple(axes)
+    if any(a not in (0, -1) for a in listed):
+        raise ShapeError(f"{op}: dim {listed} is out of range for a 0-d tensor (shape ()); use 0 or -1")
+
+
 def reduce(
     op: str,
     x: Tensor,
@@ -59,12 +67,20 @@ def reduce(
     keepdims: bool = False,
     term: Callable[[Expr], Expr] = lambda value: value,
     label: str | None = None,
+    dtype: DType | None = None,
 ) -> Tensor:
-    """One member folding ``term(x)`` over ``axes`` with ``combiner``."""
+    """One member folding ``term(x)`` over ``axes`` with ``combiner`` (``axes=()`` or None:
+    every axis, as PyTorch's ``dim=()``; a 0-d ``x`` takes dim 0 or -1); result ``dtype``
+    (default ``x``'s)."""
     if not isinstance(x, Tensor):
         raise DTypeError(f"{op}: needs a Tensor, got {type(x).__name__}")
-    if x.dtype is DType.BOOL:
+    if x.dtype is DType.BOOL and dtype is None:
         raise DTypeError(f"{op}: cannot reduce bool values of shape {x.shape}; cast to float32 or int first")
+    if x.ndim == 0:
+        _zero_d_axes(op, axes)
+        axes = ()
+    elif axes is not None and not isinstance(axes, int) and len(tuple(axes)) == 0:
+        axes = None
     reduced = normalize_axes(op, axes, x.shape)
     tracer = current_tracer(x)
     out_axes: list[Axis] = []
@@ -79,13 +95,21 @@ def reduce(
         else:
             out_axes.append(Axis(f"i{d}", extent))
             index.append(AxisIndex(f"i{d}"))
-    body = term(x.read(tuple(index)))
+    value = x.read(tuple(index))
+    if dtype is not None and dtype is not x.dtype:
+        value = Cast(value, dtype)
+    body = term(value)
     fold = Fold(tuple(fold_axes), combiner) if fold_axes else None
-    return tracer.emit(label or op, out_axes, body, x.dtype, fold)
+    return tracer.emit(label or op, out_axes, body, dtype or x.dtype, fold)
 
 
 def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return reduce("sum", x, axis, Combiner.SUM, keepdims)
+    """PyTorch's ``sum``: integer and bool inputs accumulate and return int64 (an int32
+    sum does not wrap at 2**31); ``axis=()`` or None reduces every axis (``dim=()``)."""
+    if not isinstance(x, Tensor):
+        raise DTypeError(f"sum: needs a Tensor, got {type(x).__name__}")
+    dtype = DType.FLOAT32 if x.dtype.is_float else DType.INT64
+    return reduce("sum", x, axis, Combiner.SUM, keepdims, dtype=dtype)
 
 
 def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
@@ -96,12 +120,21 @@ def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
     return reduce("min", x, axis, Combiner.MIN, keepdims)
 
 
+def _count(op: str, x: Tensor, axis: int | Sequence[int] | None) -> int:
+    if x.ndim == 0:
+        return 1
+    if axis is not None and not isinstance(axis, int) and len(tuple(axis)) == 0:
+        axis = None
+    count = 1
+    for d in normalize_axes(op, axis, x.shape):
+        count *= x.shape[d]
+    return count
+
+
 def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
     """One member: ``sum_axes x * (1/N)``."""
     _need_float("mean", x)
-    count = 1
-    for d in normalize_axes("mean", axis, x.shape):
-        count *= x.shape[d]
+    count = _count("mean", x, axis)
     return reduce("mean", x, axis, Combiner.SUM, keepdims, lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / count)))
 
 
@@ -148,6 +181,9 @@ def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Four members: row max, exp(x - max), row sum, divide."""
     _need_float("softmax", x)
+    if x.ndim == 0:
+        _zero_d_axes("softmax", axis)
+        return reshape(softmax(reshape(x, (1,)), 0), ())
     rows = _Rows(x, normalize_axes("softmax", axis, x.shape))
     row_max = rows.emit_row("softmax_max", x.read(rows.full_index(True)), Combiner.MAX)
     shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
@@ -160,6 +196,9 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Three members: row max, row sum of exp(x - max), (x - max) - log(sum)."""
     _need_float("log_softmax", x)
+    if x.ndim == 0:
+        _zero_d_axes("log_softmax", axis)
+        return reshape(log_softmax(reshape(x, (1,)), 0), ())
     rows = _Rows(x, normalize_axes("log_softmax", axis, x.shape))
     row_max = rows.emit_row("logsoftmax_max", x.read(rows.full_index(True)), Combiner.MAX)
     terms = Unary(UnaryOp.EXP, _sub(x.read(rows.full_index(True)), rows.row(row_max)))
@@ -211,11 +250,21 @@ def layer_norm(
     scale = Const(1.0 / rows.count)
     mean_ = rows.emit_row("ln_mean", Binary(BinaryOp.MUL, x.read(rows.full_index(True)), scale), Combiner.SUM)
     centered = rows.emit_full("ln_centered", _sub(x.read(rows.full_index(False)), rows.row(mean_)))
-    deviation = centered.read(rows.full_index(True))
+    shrink = Const(_SHRINK)
+    deviation = Binary(BinaryOp.MUL, centered.read(rows.full_index(True)), shrink)
     var = rows.emit_row("ln_var", mul_expr(deviation, deviation, scale), Combiner.SUM)
-    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(var), Const(float(eps))))
-    normalised = Binary(BinaryOp.MUL, centered.read(rows.full_index(False)), inverse)
+    epsilon = Const(float(eps) * _SHRINK * _SHRINK)
+    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(var), epsilon))
+    normalised = Binary(BinaryOp.MUL, Binary(BinaryOp.MUL, centered.read(rows.full_index(False)), shrink), inverse)
     return rows.emit_full("layer_norm", _affine_params("layer_norm", rows, normalised, weight, bias))
+
+
+# The deviations are scaled by 2**-32 before squaring (and eps by 2**-64): a power of two,
+# so the normalised value is the same, but the variance of values up to ~7e28 (near 1e20
+# it overflowed to inf and the output was the bias) stays finite. The scaling is exact
+# except where a squared term c*c/N falls below 2**-62 (|c| < ~5e-10): such terms were
+# already far below eps's share of the variance.
+_SHRINK = 2.0**-32
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:

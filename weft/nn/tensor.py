@@ -65,7 +65,8 @@ def as_dtype(dtype: object, op: str = "weft.spec") -> DType:
         return _DTYPE_NAMES[name]
     raise DTypeError(
         f"{op}: dtype {name!r} is not supported; use one of float32, int32, int64, bool"
-        " (cast half or double precision data to float32 first)"
+        " (cast half or double precision data to float32 first: x.astype(numpy.float32), or"
+        " tensor.float() in PyTorch)"
     )
 
 

@@ -85,6 +85,11 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
 
 
 def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+    """Merge dims ``start..end`` into one; a 0-d tensor becomes shape (1,) (PyTorch)."""
+    if x.ndim == 0:
+        if start not in (0, -1) or end not in (0, -1):
+            raise AxisError(f"flatten: dims ({start}, {end}) are out of range for a 0-d tensor; use 0 or -1")
+        return reshape(x, (1,))
     start, end = normalize_axis("flatten", start, x.shape), normalize_axis("flatten", end, x.shape)
     middle = 1
     for d in x.shape[start:end + 1]:
@@ -105,7 +110,10 @@ def permute(x: Tensor, *order: int | Sequence[int]) -> Tensor:
 
 
 def transpose(x: Tensor, axis0: int = -2, axis1: int = -1) -> Tensor:
-    """Swap two dimensions (default: the last two)."""
+    """Swap two dimensions (default: the last two). As in PyTorch, a tensor of rank below 2
+    may name its own dims (0 or -1): nothing to swap."""
+    if x.ndim < 2 and axis0 in (0, -1) and axis1 in (0, -1):
+        return x
     if x.ndim < 2:
         raise AxisError(f"transpose: needs at least 2 dimensions, got shape {x.shape}")
     a, b = normalize_axis("transpose", axis0, x.shape), normalize_axis("transpose", axis1, x.shape)
@@ -145,13 +153,18 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
 
 
 def squeeze(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
+    """Drop size-1 dims (all of them, or those of ``axis``). As in PyTorch, a listed dim
+    whose extent is not 1 is left as it is (a no-op, not an error), and a 0-d tensor
+    takes dim 0 or -1."""
+    if x.ndim == 0:
+        listed = () if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+        if any(a not in (0, -1) for a in listed):
+            raise AxisError(f"squeeze: dim {listed} is out of range for a 0-d tensor; use 0 or -1")
+        return x
     if axis is None:
         axes = tuple(d for d, n in enumerate(x.shape) if n == 1)
     else:
-        axes = normalize_axes("squeeze", axis, x.shape)
-        for a in axes:
-            if x.shape[a] != 1:
-                raise ShapeError(f"squeeze: axis {a} of shape {x.shape} has extent {x.shape[a]}, not 1")
+        axes = tuple(a for a in normalize_axes("squeeze", axis, x.shape) if x.shape[a] == 1)
     return reshape(x, tuple(n for d, n in enumerate(x.shape) if d not in axes))
 
 

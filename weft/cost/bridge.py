@@ -1,0 +1,232 @@
+"""The lowering, seen by the pricer: a region's unfused and fused forms as facts.
+
+``weft.compile`` builds a ``PlanPricing`` with the lowering's functions and hands its
+``survey``/``verdict`` to the priced policy (``weft.compose.priced``), which never
+imports the lowering. Everything here is cached per region signature: a region is
+lowered (unfused members, the plain tiled form once, the one-pass form once) the
+first time its signature is seen; every other occurrence and every tiling reuses it.
+
+A region is lowered against a *sub-plan* of its own members and buffers, so the cost
+does not grow with the size of the whole plan.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from weft.compose.regions import Region
+from weft.compose.signature import region_signature
+from weft.cost.distance import plan_homes, region_homes
+from weft.cost.facts import FunctionFacts, function_facts, tile_sizes_of
+from weft.cost.search import Budget, BudgetExhausted, FusedForm, Pricer, RegionLowering, RegionPrice
+from weft.ir import Plan
+
+
+@dataclass
+class PricingReport:
+    """What the pricing phase did, for ``explain`` and the benchmark."""
+
+    budget_s: float
+    seconds: float = 0.0
+    signatures: int = 0
+    priced: int = 0
+    unpriced: list[str] = field(default_factory=list)  # signatures the budget left unpriced
+    order: list[tuple[str, float]] = field(default_factory=list)  # (signature, expected gain), as priced
+    overrun_s: float = 0.0  # how far the phase ran past its share (0: on time)
+
+
+class PlanPricing:
+    """Region prices for one plan (see module doc); ``lowering`` holds the lowering's functions:
+
+    ``views(plan)``, ``lower_member(plan, member, views)`` -> LoweredFunction,
+    ``tilings(plan, region)`` -> [Tiling-like with ``axes`` ((anchor, extent, size), ...)],
+    lowering's own first, ``default_tiling(plan, region)``, ``lower_fused(plan, region, views, tiling)``
+    -> LoweredFunction | None, ``lower_one_pass(plan, region, views)`` -> LoweredFunction | None.
+    """
+
+    def __init__(self, plan: Plan, pricer: Pricer, lowering, budget_s: float, page_seconds: float = 0.0,
+                 page_bytes: int = 4096) -> None:
+        self.plan = plan
+        self.page_seconds = page_seconds  # the profile's first-touch cost of a fresh page
+        self.page_bytes = page_bytes
+        self.pricer = pricer
+        self.lowering = lowering
+        self.kernels = {kernel.output: kernel for kernel in plan.kernels}
+        self.buffers = plan.buffer_map()
+        self.member_homes = plan_homes(plan, pricer.numbers.capacities)
+        self.budget = Budget(budget_s)
+        self.report = PricingReport(budget_s)
+        self.signatures: dict[tuple[str, ...], str] = {}
+        self.facts: dict[tuple[str, str], object] = {}  # (signature, what) -> facts, shared by occurrences
+        self.occurrences: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ per region
+
+    def signature(self, region: Region) -> str:
+        key = region.members
+        if key not in self.signatures:  # on the region's own sub-plan: the same digest, without the whole plan
+            self.signatures[key] = region_signature(self.subplan(region), region, self.pricer.contract)
+        return self.signatures[key]
+
+    def subplan(self, region: Region) -> Plan:
+        names: dict[str, None] = {}
+        for member in region.members:
+            names.update(dict.fromkeys(self.kernels[member].reads))
+            names[member] = None
+        buffers = tuple(self.buffers[name] for name in names)
+        kernels = tuple(self.kernels[member] for member in region.members)
+        return Plan(buffers, kernels, tuple(region.inputs), tuple(region.outputs), f"{self.plan.name}:{region.anchor}")
+
+    def region_lowering(self, region: Region) -> RegionLowering:
+        signature = self.signature(region)
+        lowering = self.lowering
+
+        def cached(what: str, build: Callable[[], object]):
+            key = (signature, what)
+            if key not in self.facts:
+                self.budget.check()
+                self.facts[key] = build()
+            return self.facts[key]
+
+        def unfused() -> tuple[FunctionFacts, ...]:
+            def build():
+                sub = self.subplan(region)
+                views = lowering.views(sub)
+                result = []
+                for member in region.members:
+                    self.budget.check()
+                    result.append(function_facts(lowering.lower_member(sub, member, views), self.pricer.contract))
+                return tuple(result)
+            return cached("unfused", build)
+
+        def forms() -> tuple[FusedForm, ...]:
+            return cached("forms", lambda: self._forms(region))
+
+        # the cached facts name the buffers of the signature's first occurrence: translate
+        # this occurrence's homes into those names, position by position
+        names = buffer_order(self.kernels, region)
+        first = self.facts.setdefault((signature, "names"), names)
+        rename = dict(zip(names, first, strict=True)) if len(first) == len(names) else {n: n for n in names}
+        homes = region_homes(self.member_homes, region.members)
+        compulsory = tuple(
+            (self.buffers[name].nbytes, homes.get(name, 3)) for name in (*region.inputs, *region.outputs)
+        )
+        member_homes = {
+            rename[member]: {rename.get(b, b): level for b, level in self.member_homes.get(member, {}).items()}
+            for member in region.members
+        }
+        numbers = self.pricer.numbers
+        return RegionLowering(
+            signature, self.occurrences.get(signature, 1), unfused, forms,
+            {rename.get(b, b): level for b, level in homes.items()}, member_homes, compulsory,
+            arena_bytes=sum(self.buffers[name].nbytes for name in region.private),
+            page_cycles=self.page_seconds * numbers.clock_hz, page_bytes=self.page_bytes,
+        )
+
+    def _forms(self, region: Region) -> tuple[FusedForm, ...]:
+        lowering = self.lowering
+        sub = self.subplan(region)
+        views = lowering.views(sub)
+        carried = tuple(
+            (member, axis, anchor_axis)
+            for anchor_axis, mapping in (region.tile_maps or ((region.tile_axis, region.tile_axes),))
+            for member, axis in mapping
+        )
+        result = []
+        if lowering.lower_one_pass is not None:
+            self.budget.check()
+            function = lowering.lower_one_pass(sub, region, views)
+            if function is not None:
+                sizes = tile_sizes_of(function, carried)
+                facts = function_facts(function, self.pricer.contract, carried, math.prod(sizes.values()) or 1)
+                result.append(FusedForm("one pass", facts, (tuple(sorted(sizes.items())),)))
+        self.budget.check()
+        default = lowering.default_tiling(sub, region)
+        if default is not None:
+            function = lowering.lower_fused(sub, region, views, default)
+            if function is not None:
+                points = math.prod(size for _, _, size in default.axes) or 1
+                facts = function_facts(function, self.pricer.contract, carried, points)
+                tilings = [tiling_key(default)]
+                for tiling in lowering.tilings(sub, region):
+                    self.budget.check()
+                    key = tiling_key(tiling)
+                    if key not in tilings:
+                        tilings.append(key)
+                result.append(FusedForm("fused", facts, tuple(tilings)))
+        return tuple(result)
+
+    # ------------------------------------------------------------------ the phase
+
+    def survey(self, regions: list[Region]) -> None:
+        """Price every distinct signature among ``regions`` in order of expected gain
+        (upper bound of the saving x occurrences) until the budget is spent."""
+        start = time.perf_counter()
+        self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
+        by_signature: dict[str, Region] = {}
+        gains = []
+        try:
+            for region in regions:
+                if not region.is_fused:
+                    continue
+                self.budget.check()
+                signature = self.signature(region)
+                self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
+                by_signature.setdefault(signature, region)
+            for signature, region in by_signature.items():
+                unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
+                gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
+        except BudgetExhausted:
+            pass
+        self.report.signatures = len(by_signature)
+        gains.sort(key=lambda item: -item[0])
+        for gain, signature, region in gains:
+            verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
+            self.report.order.append((signature, gain))
+            if verdict.status == "budget":
+                break
+        priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
+        self.report.unpriced = [signature for signature in by_signature if signature not in priced]
+        self.report.seconds += time.perf_counter() - start
+        self._account()
+
+    def verdict(self, region: Region) -> RegionPrice:
+        """The memoised verdict of ``region`` (priced now if the budget allows; once it is
+        spent, nothing more is computed: not even a signature)."""
+        start = time.perf_counter()
+        try:
+            if self._spent():
+                raise BudgetExhausted(f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
+            lowering = self.region_lowering(region)
+            verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
+        except BudgetExhausted as error:
+            verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
+        self.report.seconds += time.perf_counter() - start
+        self._account()
+        return verdict
+
+    def _spent(self) -> bool:
+        return self.budget.left() <= 0
+
+    def _account(self) -> None:
+        self.report.overrun_s = max(0.0, self.report.seconds - self.report.budget_s)
+        self.report.priced = len({verdict.signature for verdict in self.pricer.verdicts.values()})
+
+
+def tiling_key(tiling) -> tuple[tuple[str, int], ...]:
+    return tuple((axis, size) for axis, _, size in tiling.axes)
+
+
+def buffer_order(kernels: dict, region: Region) -> tuple[str, ...]:
+    """The region's buffers in first-appearance order (as ``region_signature`` numbers them)."""
+    from weft.ir import expr_loads
+
+    names: dict[str, None] = {}
+    for member in region.members:
+        for load in expr_loads(kernels[member].body):
+            names.setdefault(load.buffer, None)
+        names.setdefault(member, None)
+    return tuple(names)

@@ -1,0 +1,361 @@
+"""What the cycle model reads from a lowered nest, as plain numbers (the adapter).
+
+The model never reads C. It reads the structured fields of ``weft.lower.nest``:
+the kernel (axes, fold, body), the vector axis and lanes, the register block
+(``block_axis``, ``block_rows``, ``block_vectors``), fold lanes and accumulators,
+``parallel``, and each view's strides (to tell contiguous, broadcast and gathered
+accesses apart) and whether it points at tile-local scratch. Everything here is
+derived once per region signature and cached by the caller; pricing a tiling is
+then a formula over these numbers (``weft.cost.model``).
+
+This module is the one place to update when the nest IR changes (tile variables and
+offsets are being made values instead of C strings: none of those strings is read
+here; ``tile_sizes_of`` is the one reader of a range and is marked as such).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
+from weft.lower.access import Access, address_step, load_access
+from weft.lower.contraction import ContractionNest
+from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+
+ARITHMETIC = frozenset({
+    BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.MAX, BinaryOp.MIN, BinaryOp.LT, BinaryOp.LE,
+    BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE, BinaryOp.AND, BinaryOp.OR,
+})
+TRANSCENDENTAL = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.TANH: "exp", UnaryOp.ERF: "exp",
+                  UnaryOp.SIGMOID: "exp"}
+DIVIDE_LIKE = frozenset({UnaryOp.SQRT, UnaryOp.RSQRT})
+
+
+@dataclass(frozen=True, slots=True)
+class OpCounts:
+    """Operations per iteration point (vector-lane operations; a fold adds its combine)."""
+
+    arithmetic: float = 0.0
+    exp: float = 0.0
+    log: float = 0.0
+    divide: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AccessFacts:
+    """One load or store: which loop axes move its address, and how it sits in memory."""
+
+    buffer: str
+    itemsize: int
+    axes: frozenset[str]
+    unit_axis: str | None  # the axis along which the address advances by exactly one element
+    scratch: bool  # tile-local scratch (private to a fused region)
+    store: bool
+    gather: bool  # moves with the vector axis but not contiguously: assembled lane by lane
+
+
+@dataclass(frozen=True, slots=True)
+class NestFacts:
+    """One member's nest. ``extents`` holds every axis (output and fold) of the kernel."""
+
+    member: str
+    extents: tuple[tuple[str, int], ...]
+    output_axes: tuple[str, ...]
+    fold_axes: tuple[str, ...]
+    vector_axis: str | None  # the axis of the lanes (the innermost fold axis under fold lanes)
+    span: int  # points of the vector axis in one register block
+    block_axis: str | None
+    block_rows: int
+    lanes: int
+    chains: int  # independent accumulation chains per fold step (latency bound of a fold)
+    ops: OpCounts
+    accesses: tuple[AccessFacts, ...]
+    parallel: bool
+    library: bool = False  # a BLAS call: compute at the measured GEMM rate
+    fused_fma: bool = False
+    blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
+    transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers
+    shape: object | None = None  # its LoopShape, set by ``function_facts``  # Inference: a contraction's multiply-add is one operation
+
+    def extent(self, axis: str) -> int:
+        return dict(self.extents)[axis]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionFacts:
+    """One lowered function: its nests, and (fused) which axes its tile loop cuts.
+
+    ``carried`` pairs each member axis with the anchor axis its tiles follow;
+    ``scratch_bytes`` is the tile-local scratch of the lowering's own tiling, whose
+    tile held ``scratch_points`` points of the tiled axes (scratch scales with it).
+    """
+
+    name: str
+    members: tuple[str, ...]
+    nests: tuple[NestFacts, ...]
+    fused: bool
+    carried: tuple[tuple[str, str, str], ...] = ()  # (member, member axis, anchor axis)
+    scratch_bytes: int = 0
+    scratch_points: int = 1
+    one_pass: bool = False
+
+
+def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
+    arithmetic = exp = log = divide = 0.0
+    stack = [kernel.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Binary):
+            if node.op is BinaryOp.DIV:
+                divide += 1
+            elif node.op in ARITHMETIC:
+                arithmetic += 1
+        elif isinstance(node, Unary):
+            kind = TRANSCENDENTAL.get(node.op)
+            if kind == "exp":
+                exp += 1.5 if node.op is not UnaryOp.EXP else 1
+            elif kind == "log":
+                log += 1
+            elif node.op in DIVIDE_LIKE:
+                divide += 1
+            else:
+                arithmetic += 1
+        elif isinstance(node, Where):
+            arithmetic += 1
+        elif isinstance(node, Cast):
+            arithmetic += 0.5
+        stack.extend(expr_children(node))
+    if kernel.fold is not None:
+        arithmetic += 0 if fused_fma and kernel.is_contraction else 1
+    return OpCounts(arithmetic, exp, log, divide)
+
+
+def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], scratch: bool, store: bool) -> AccessFacts:
+    axes = frozenset().union(*(index_axes(index) for index in load.index)) if load.index else frozenset()
+    unit = next((axis for axis in reversed(kernel_axes) if axis in axes
+                 and address_step(load, view.strides, axis) == 1), None)
+    gather = vector_axis is not None and load_access(load, view.strides, vector_axis) is Access.GATHER
+    return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
+
+
+def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: frozenset[str],
+               contract: str) -> NestFacts:
+    """The numbers of one nest (a BLAS call, and the contraction microkernel, are priced as a
+    contraction at the GEMM rate; a microkernel's epilogue is not priced yet)."""
+    from weft.ir import AxisIndex, Load, expr_loads
+
+    kernel = nest.kernel
+    fused_fma = contract == "inference" and kernel.is_contraction
+    extents = tuple((axis.name, axis.extent) for axis in kernel.all_axes)
+    names = tuple(name for name, _ in extents)
+    if isinstance(nest, GemmCall):
+        views = {view.buffer: view for view in (nest.a, nest.b, nest.c)}
+        vector_axis, span, block_axis, rows, lanes, chains, parallel = kernel.axes[-1].name, 64, None, 1, 16, 24, True
+    elif isinstance(nest, ContractionNest):
+        views = {view.buffer: view for view in nest.views}
+        b = nest.blocking
+        vector_axis, span, block_axis, rows, lanes = nest.column_axis, b.nr, None, 1, nest.lanes
+        chains, parallel = b.mr * b.nr // nest.lanes, nest.parallel
+    else:
+        views = {view.buffer: view for view in nest.views}
+        lanes = nest.lanes
+        if nest.fold_lanes:
+            vector_axis = kernel.fold.axes[-1].name
+            span, chains = lanes * nest.fold_accumulators, nest.fold_accumulators
+        else:
+            vector_axis = nest.vector_axis
+            span = nest.block_vectors * lanes if vector_axis else 1
+            chains = nest.block_rows * nest.block_vectors if vector_axis else nest.block_rows
+        block_axis, rows, parallel = nest.block_axis, nest.block_rows, nest.parallel
+    store = Load(kernel.output, tuple(AxisIndex(axis.name) for axis in kernel.axes))
+    accesses = [_access(store, views[kernel.output], vector_axis, names, views[kernel.output].pointer in scratch_pointers,
+                        True)]
+    for load in dict.fromkeys(expr_loads(kernel.body)):
+        view = views[load.buffer]
+        accesses.append(_access(load, view, vector_axis, names, view.pointer in scratch_pointers, False))
+    return NestFacts(
+        member=kernel.output,
+        extents=extents,
+        output_axes=tuple(axis.name for axis in kernel.axes),
+        fold_axes=tuple(axis.name for axis in kernel.fold_axes),
+        vector_axis=vector_axis,
+        span=max(1, span),
+        block_axis=block_axis,
+        block_rows=max(1, rows),
+        lanes=lanes if vector_axis else 1,
+        chains=max(1, chains),
+        ops=count_ops(kernel, fused_fma),
+        accesses=tuple(accesses),
+        parallel=parallel,
+        library=isinstance(nest, GemmCall | ContractionNest),
+        fused_fma=fused_fma,
+        blocks_per_item=nest.blocks_per_item if isinstance(nest, MemberNest) else 0,
+        transposed=isinstance(nest, MemberNest) and nest.transpose_fold,
+    )
+
+
+def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
+    """The one-pass form (``weft.lower.online.OnlinePass``): its streamed member nests (their
+    blocks in scratch), then the reference fold and each dependent fold as a nest over the
+    tile's rows x the pass axis. A dependent with an axis of its own (attention's output
+    columns) keeps lanes along it and a group of rows in registers (each row of the shared
+    operand loaded once per group); the others fold lanes along the pass axis. The dissolved
+    members (the exp of the scores) are computed inline: one exp per point of the pass."""
+    from dataclasses import replace
+
+    rows = {axis for axis, _, _, _ in nest.rows}
+    result = [nest_facts(streamed, scratch_pointers, contract) for streamed in nest.streamed_nests]
+    kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
+    views = nest.local_views
+    for position, kernel in enumerate(kernels):
+        own = [axis.name for axis in kernel.axes if axis.name not in rows]
+        touched = tuple(views[name] for name in (kernel.output, *kernel.reads) if name in views)
+        if len(touched) != 1 + len(kernel.reads):
+            continue  # a buffer the pass keeps to itself: nothing to read
+        if own:
+            group_axis = next((axis.name for axis in reversed(kernel.axes) if axis.name in rows), None)
+            fake = MemberNest(kernel=kernel, ranges=(), outer_axes=(), vector_axis=own[-1], lanes=nest.lanes,
+                              block_axis=group_axis, block_rows=min(8, nest.row_count), block_vectors=1,
+                              views=touched, parallel=False)
+        else:
+            fake = MemberNest(kernel=kernel, ranges=(), outer_axes=(), vector_axis=None, lanes=nest.lanes,
+                              block_axis=None, block_rows=1, block_vectors=1, views=touched, parallel=False,
+                              fold_lanes=kernel.fold is not None, fold_accumulators=4)
+        facts = nest_facts(fake, scratch_pointers, contract)
+        accesses = tuple(replace(a, scratch=a.scratch or a.buffer in private) for a in facts.accesses)
+        ops = facts.ops
+        if position == 0 and nest.online.dissolved:
+            ops = replace(ops, exp=ops.exp + 1.0, arithmetic=ops.arithmetic + 2.0)
+        result.append(replace(facts, accesses=accesses, ops=ops))
+    return result
+
+
+TILE = "<tile>"
+
+
+def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
+    """(axis, trips) outermost first; ``extent(axis)`` gives the points of an axis in one tile."""
+    vector, block = nest.vector_axis, nest.block_axis
+    loops = [(axis, extent(axis)) for axis in nest.output_axes if axis not in (vector, block)]
+    if vector is not None and vector in nest.output_axes:
+        loops.append((vector, -(-extent(vector) // nest.span)))
+    if block is not None:
+        loops.append((block, -(-extent(block) // nest.block_rows)))
+    for axis in nest.fold_axes:
+        loops.append((axis, -(-extent(axis) // nest.span) if axis == vector else extent(axis)))
+    if block is not None:
+        loops.append((block, min(nest.block_rows, extent(block))))
+    if vector is not None:
+        loops.append((vector, min(nest.span, extent(vector))))
+    return loops
+
+
+@dataclass(frozen=True, slots=True)
+class AccessShape:
+    """One access against a nest's loops (the tile loop first): which loops move it, which
+    carries its unit stride, which its register block hoists it out of."""
+
+    buffer: str
+    itemsize: int
+    moves: tuple[bool, ...]
+    unit: tuple[bool, ...]
+    counted: tuple[bool, ...]  # loops whose trips multiply the core's loads/stores of it
+    scratch: bool
+    store: bool
+    gather: bool
+    has_unit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LoopShape:
+    axes: tuple[str, ...]
+    accesses: tuple[AccessShape, ...]
+    register_from: int
+    outer: int  # loops (after the tile loop) that enumerate work items
+    vector_blocks: int  # position of the vector-block loop (-1: none)
+    tiled: frozenset[str] = frozenset()
+
+
+def loop_shape(nest: NestFacts, tiled: frozenset[str]) -> LoopShape:
+    """The loop structure of ``nest`` (independent of extents; ``tiled``: its axes the tile loop
+    cuts). ``function_facts`` derives it once per nest, so a price only multiplies trips."""
+    axes = [TILE] + [axis for axis, _ in nest_loops(nest, lambda _axis: 1)]
+    count = len(axes)
+    register_from = count - (1 if nest.block_axis else 0) - (1 if nest.vector_axis else 0)
+    fold = frozenset(nest.fold_axes)
+    shapes = []
+    for access in nest.accesses:
+        moving = access.axes | ({TILE} if access.axes & tiled and not access.scratch else frozenset())
+        moves = tuple(axis in moving for axis in axes)
+        last = max((k for k in range(count) if moves[k]), default=-1)
+        counted = tuple(
+            k <= last and not (access.store and axes[k] in fold) and not (k >= register_from and not moves[k])
+            for k in range(count)
+        )
+        shapes.append(AccessShape(access.buffer, access.itemsize, moves, tuple(axis == access.unit_axis for axis in axes),
+                                   counted, access.scratch, access.store, access.gather, access.unit_axis is not None))
+    outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
+    vector_blocks = 1 + outer if nest.vector_axis in nest.output_axes else -1
+    return LoopShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks, tiled)
+
+
+def with_shapes(nests: list[NestFacts], carried: tuple[tuple[str, str, str], ...]) -> tuple[NestFacts, ...]:
+    from dataclasses import replace
+
+    return tuple(
+        replace(nest, shape=loop_shape(nest, frozenset(axis for member, axis, _ in carried if member == nest.member)))
+        for nest in nests
+    )
+
+
+def function_facts(function: LoweredFunction, contract: str, carried: tuple[tuple[str, str, str], ...] = (),
+                   scratch_points: int = 1) -> FunctionFacts:
+    """The facts of a lowered function (unfused members, or a fused region's tiled function)."""
+    pointers = frozenset(s.pointer for s in function.scratch)
+    nests: list[NestFacts] = []
+    one_pass = False
+    for nest in function.nests:
+        if isinstance(nest, MemberNest | GemmCall | ContractionNest):
+            nests.append(nest_facts(nest, pointers, contract))
+        elif hasattr(nest, "streamed_nests") and hasattr(nest, "reference"):
+            one_pass = True
+            nests.extend(_pass_nests(nest, frozenset(function.private), pointers, contract))
+        else:  # an unknown nest kind: nothing to read, so nothing priced (reported by the caller)
+            raise TypeError(f"the cost model cannot read a {type(nest).__name__}")
+    return FunctionFacts(
+        name=function.name,
+        members=function.members,
+        nests=with_shapes(nests, carried if function.tile_loop is not None else ()),
+        fused=function.tile_loop is not None,
+        carried=carried,
+        scratch_bytes=sum(s.elements * s.dtype.itemsize for s in function.scratch),
+        scratch_points=max(1, scratch_points),
+        one_pass=one_pass,
+    )
+
+
+_TILE_STOP = re.compile(r"\((.+) \+ (\d+)\)$|wfc_minl\((.+) \+ (\d+), \d+\)$")
+
+
+def tile_sizes_of(function: LoweredFunction, carried: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
+    """anchor axis -> tile size the lowering chose, read back from the nests' ranges.
+
+    The one reader of a range's C text (until ranges are values): a tiled range stops
+    at ``start + size`` (or ``wfc_minl(start + size, extent)``); an untouched one at
+    the extent. Axes not found are whole (one tile)."""
+    carried_by = {(member, axis): anchor for member, axis, anchor in carried}
+    sizes: dict[str, int] = {}
+    for nest in function.nests:
+        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one pass: (axis, variable, start, stop)
+            owner, spans = nest.reference.output, [(axis, stop) for axis, _, _, stop in nest.rows]
+        elif hasattr(nest, "ranges") and hasattr(nest, "kernel"):
+            owner, spans = nest.kernel.output, [(r.axis, r.stop) for r in nest.ranges]
+        else:
+            continue
+        for axis, stop in spans:
+            anchor = carried_by.get((owner, axis))
+            match = _TILE_STOP.match(stop) if anchor else None
+            if match:
+                sizes.setdefault(anchor, int(match.group(2) or match.group(4)))
+    return sizes

@@ -1,0 +1,318 @@
+"""The cycle model: the price of a lowered function, from its nests' facts and a tiling.
+
+For every nest the loops run, outermost first (``nest_loops``)::
+
+    outer axes | vector blocks | row blocks | fold axes | rows of the block | lanes of the block
+
+(a fused region puts its tile loop in front). Each access (``weft.cost.facts``) moves
+with some of those loops. Its traffic through a cache of ``C`` bytes is a closed form,
+the layer condition: the data of a loop's body is reused across that loop's
+iterations when the body's footprint (every access of the nest, or of the region's
+tile) fits ``C``; the outermost loop whose body fits splits the nest in two, and the
+access costs its footprint inside that loop times the trips of every loop outside it.
+The first touch of a buffer in a run (its *compulsory* bytes) is served by the level
+its *home* says (how far back the plan last touched it: ``weft.cost.distance``), so
+unfused members pay for writing and re-reading their intermediates at the distances
+the plan gives them, and a fused region's private scratch stays where its tile fits.
+
+Bytes are served by exactly one level each: L1 serves what the core loads but that
+did not have to come from further away, L2 what missed L1, and so on. Time is an
+execution-cache-memory combination: the transfers add up (each at the measured
+read or write bandwidth from its level, at the thread count the nest runs with),
+and overlap with the in-core work (vector operations at the measured FMA peak,
+exp/log/divide at their measured rates, a fold's chains at their latency)::
+
+    cycles = max(compute, sum over levels of bytes / bandwidth) + overheads
+
+Overheads: a fixed cost per nest and per work item, per tile of a fused region, and a
+parallel region per parallel loop. A worked example (a streaming copy of n floats,
+memory-resident): compute n/16 vector moves; L1 serves nothing, memory serves 4n read
+bytes and 4n written bytes, so cycles = 4n/read_bw + 4n/write_bw (bytes per cycle).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from weft.cost.facts import FunctionFacts, NestFacts, loop_shape, nest_loops
+from weft.cost.machine import LEVELS, MachineProfile
+
+CACHE_SHARE = (0.75, 0.75, 0.6)
+"""The part of L1, L2 and (per thread) L3 a working set may use and still be reused
+(associativity, other data, prefetchers): the layer condition's safety factor."""
+
+FOLD_LATENCY = 4.0  # cycles of one dependent float add/FMA: a fold with few chains waits on it
+GATHER_CYCLES = 0.5  # per element assembled lane by lane
+TRANSPOSE_CYCLES = 0.125  # per element of a lanes x lanes tile transposed in registers
+NEST_CYCLES = 60.0  # entering a nest (loop setup, the function call in the runner)
+ITEM_CYCLES = 12.0  # decoding one work item
+TILE_CYCLES = 4.0  # one tile of a fused region (range set-up, scratch pointers)
+NEST_IN_TILE_CYCLES = 2.0  # entering a member's nest inside a tile (no call: loop set-up only)
+ITEM_IN_TILE_CYCLES = 2.0  # a work item of a nest inside a tile: one iteration of a plain loop
+# (measured: Adam's three members fused in tiles of 16 floats, 125k tiles, ran no slower than in
+# tiles of 64, so a tile costs a few cycles, not tens)
+ARITHMETIC_PER_CYCLE = 2.0  # vector add/mul/max per cycle (the FMA ports)
+
+
+@dataclass(frozen=True, slots=True)
+class MachineNumbers:
+    """A profile at one thread count, in cycles: what every price formula multiplies by."""
+
+    profile_id: str
+    threads: int
+    clock_hz: float
+    capacities: tuple[float, float, float]
+    read_bytes_per_cycle: tuple[float, float, float, float]  # served from L1, L2, L3, memory
+    write_bytes_per_cycle: tuple[float, float, float, float]
+    serial_read: tuple[float, float, float, float]  # one thread
+    serial_write: tuple[float, float, float, float]
+    exp_cycles: float  # per vector
+    log_cycles: float
+    divide_cycles: float
+    gemm_flops_per_cycle: float
+    parallel_region_cycles: float
+    line: int
+    lanes: int
+
+
+@functools.lru_cache(maxsize=64)
+def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
+    clock = profile.clock_hz or 3.0e9
+    threads = max(1, min(threads, profile.logical_cpus))
+    l3_share = profile.l3_bytes / threads if profile.l3_bytes else 8 * 1024**2
+
+    def per_cycle(kind: str, count: int) -> tuple[float, ...]:
+        return tuple(profile.level_bandwidth(level, kind, count) / clock for level in LEVELS)
+
+    def unary(kind: str, default: float) -> float:
+        rate = profile.unary_rate(kind)
+        return clock / rate if rate else default
+
+    return MachineNumbers(
+        profile_id=profile.profile_id,
+        threads=threads,
+        clock_hz=clock,
+        capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
+                    CACHE_SHARE[2] * l3_share),
+        read_bytes_per_cycle=per_cycle("read", threads),
+        write_bytes_per_cycle=per_cycle("write", threads),
+        serial_read=per_cycle("read", 1),
+        serial_write=per_cycle("write", 1),
+        exp_cycles=unary("exp", 15.0),
+        log_cycles=unary("log", 20.0),
+        divide_cycles=unary("divide", 2.5),
+        gemm_flops_per_cycle=profile.peak_flops(threads) / clock,
+        parallel_region_cycles=profile.parallel_region_s * clock if threads > 1 else 0.0,
+        line=profile.line_bytes or 64,
+        lanes=profile.lanes,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Predicted cycles of one lowered function (or a sum of them), and where they go.
+
+    ``served`` holds the bytes served by L1, L2, L3 and memory (reads + writes);
+    ``memory_bytes`` the scratch (every thread's) and arena bytes the form needs."""
+
+    cycles: float
+    compute: float
+    data: float
+    overhead: float
+    served: tuple[float, float, float, float]
+    memory_bytes: int = 0
+    detail: str = ""
+
+    def __add__(self, other: Price) -> Price:
+        return Price(
+            self.cycles + other.cycles, self.compute + other.compute, self.data + other.data,
+            self.overhead + other.overhead, tuple(a + b for a, b in zip(self.served, other.served, strict=True)),
+            self.memory_bytes + other.memory_bytes, self.detail or other.detail,
+        )
+
+    def seconds(self, numbers: MachineNumbers) -> float:
+        return self.cycles / numbers.clock_hz
+
+
+ZERO = Price(0.0, 0.0, 0.0, 0.0, (0.0, 0.0, 0.0, 0.0))
+
+
+def price_nest(
+    nest: NestFacts, extent, numbers: MachineNumbers, homes: dict[str, int], parallel_threads: int,
+    tile: tuple[int, frozenset[str], float] | None = None,
+) -> tuple[float, float, float, list[float], list[float]]:
+    """(compute, data, overhead cycles, bytes read per level, bytes written per level) of one nest.
+
+    ``tile`` is (tile count, carried member axes, the tile's working set in bytes) for a
+    nest inside a fused region's tile loop; ``homes`` the level (0 L1 .. 3 memory) whose
+    copy serves each buffer's compulsory bytes."""
+    tile_count, tiled, tile_bytes = tile if tile is not None else (1, frozenset(), 0.0)
+    shape = nest.shape if nest.shape is not None and nest.shape.tiled == tiled else loop_shape(nest, tiled)
+    trips = [tile_count] + [t for _, t in nest_loops(nest, extent)]
+    count = len(trips)
+    line = numbers.line
+    # suffix footprints per access (bytes touched by loops k..), inner to outer
+    suffixes = []
+    for access in shape.accesses:
+        elements = run = 1
+        suffix = [0.0] * (count + 1)
+        suffix[count] = access.itemsize
+        moves, unit, size = access.moves, access.unit, access.itemsize
+        for k in range(count - 1, -1, -1):
+            if moves[k]:
+                elements *= trips[k]
+                if unit[k]:
+                    run *= trips[k]
+            if run > 1:
+                suffix[k] = elements / run * (-(-run * size // line) * line)
+            else:
+                suffix[k] = elements * (line if elements > 1 and access.has_unit else size)
+        suffixes.append(suffix)
+    body = [0.0] * (count + 1)
+    for suffix in suffixes:
+        for k in range(count):
+            body[k] += suffix[k + 1]
+    if tile is not None:
+        body[0] = max(body[0], tile_bytes)
+    # the layer condition per level: the outermost loop whose body fits, and the trips outside it
+    splits = []
+    for capacity in numbers.capacities:
+        outside = 1.0
+        split = count
+        for k in range(count):
+            if body[k] <= capacity:
+                split = k
+                break
+            outside *= trips[k]
+        splits.append((split, outside))
+    read = [0.0, 0.0, 0.0, 0.0]
+    write = [0.0, 0.0, 0.0, 0.0]
+    gathered = 0.0
+    for access, suffix in zip(shape.accesses, suffixes, strict=True):
+        core = float(access.itemsize)
+        for k in range(count):
+            if access.counted[k]:
+                core *= trips[k]
+        if access.gather:
+            gathered += core / access.itemsize
+        compulsory = suffix[0]
+        home = homes.get(access.buffer, 3)
+        previous = core
+        target = write if access.store else read
+        for level in range(3):
+            split, outside = splits[level]
+            moved = outside * suffix[split]
+            if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
+                moved = moved - compulsory if moved > compulsory else 0.0
+            moved = moved if moved < previous else previous
+            target[level] += previous - moved
+            previous = moved
+        target[3] += previous
+    serial = parallel_threads <= 1
+    read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
+    write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
+    data = (read[0] / read_bw[0] + read[1] / read_bw[1] + read[2] / read_bw[2] + read[3] / read_bw[3]
+            + write[0] / write_bw[0] + write[1] / write_bw[1] + write[2] / write_bw[2] + write[3] / write_bw[3])
+    points = math.prod(trips)
+    if nest.library:
+        flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * tile_count
+        compute = flops / numbers.gemm_flops_per_cycle * max(1, parallel_threads)
+    else:
+        vectors = points / nest.lanes if nest.lanes > 1 else points
+        if nest.lanes > 1 and shape.vector_blocks > 0:
+            # the points of the vector axis past its last whole vector run as scalar columns
+            # (a tile narrower than the lanes runs every point scalar)
+            along = extent(nest.vector_axis)
+            padded = trips[shape.vector_blocks] * trips[-1]
+            vectors *= (along // nest.lanes + along % nest.lanes) * nest.lanes / padded
+        ops = nest.ops
+        compute = vectors * (ops.arithmetic / ARITHMETIC_PER_CYCLE + ops.exp * numbers.exp_cycles
+                             + ops.log * numbers.log_cycles + ops.divide * numbers.divide_cycles)
+        compute += gathered * (TRANSPOSE_CYCLES if nest.transposed else GATHER_CYCLES)
+        if nest.fold_axes:
+            compute = max(compute, math.prod(trips[: shape.register_from]) * FOLD_LATENCY)  # chains wait on their adds
+    items = math.prod(trips[1: 1 + shape.outer])
+    if shape.vector_blocks > 0:
+        blocks = trips[shape.vector_blocks]
+        items *= -(-blocks // nest.blocks_per_item) if nest.blocks_per_item else 1
+    if tile is not None:
+        overhead = (NEST_IN_TILE_CYCLES + ITEM_IN_TILE_CYCLES * items) * tile_count
+    else:
+        overhead = NEST_CYCLES + ITEM_CYCLES * items
+    share = max(1, parallel_threads)
+    return compute / share, data, overhead / share, read, write
+
+
+def price_function(
+    facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int] | None = None,
+    parallel_tiles: bool = True,
+) -> Price:
+    """The price of a lowered function: unfused (one nest per member, each with its own
+    parallel loop) or fused (every nest inside the tile loop, tiles of ``sizes`` along the
+    carried anchor axes; an anchor axis not in ``sizes`` is one whole tile)."""
+    if facts.fused:
+        return _price_fused(facts, numbers, homes, sizes or {}, parallel_tiles)
+    compute = data = overhead = cycles = 0.0
+    read_total, write_total = [0.0] * 4, [0.0] * 4
+    for nest in facts.nests:
+        run_threads = numbers.threads if nest.parallel else 1
+        c, d, o, r, w = price_nest(nest, dict(nest.extents).__getitem__, numbers, homes, run_threads)
+        o += numbers.parallel_region_cycles if run_threads > 1 else 0.0
+        compute, data, overhead, cycles = compute + c, data + d, overhead + o, cycles + max(c, d) + o
+        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
+        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
+    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
+    return Price(cycles, compute, data, overhead, served, 0, "unfused")
+
+
+def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int],
+                 parallel_tiles: bool) -> Price:
+    carried: dict[str, dict[str, str]] = {}
+    for member, axis, anchor in facts.carried:
+        carried.setdefault(member, {})[axis] = anchor
+    anchor_extents: dict[str, int] = {}
+    for nest in facts.nests:
+        for axis, anchor in carried.get(nest.member, {}).items():
+            anchor_extents.setdefault(anchor, nest.extent(axis))
+    tile_of = {anchor: max(1, min(sizes.get(anchor, extent), extent)) for anchor, extent in anchor_extents.items()}
+    tile_count = math.prod(-(-anchor_extents[a] // tile_of[a]) for a in anchor_extents) if anchor_extents else 1
+    tile_points = math.prod(tile_of.values()) if tile_of else 1
+    threads = numbers.threads if parallel_tiles and tile_count >= 2 else 1
+    # the tile's working set: every buffer's footprint inside one tile, counted once
+    footprint: dict[str, float] = {}
+    extents_of = []
+    for nest in facts.nests:
+        own = carried.get(nest.member, {})
+        extents = {axis: (tile_of[own[axis]] if axis in own else extent) for axis, extent in nest.extents}
+        extents_of.append((nest, extents, frozenset(own)))
+        for access in nest.accesses:
+            size = access.itemsize * math.prod(extents[a] for a in access.axes if a in extents)
+            footprint[access.buffer] = max(footprint.get(access.buffer, 0.0), size)
+    tile_bytes = sum(footprint.values())
+    # a buffer touched by an earlier nest of the same tile is served where the tile's working set fits
+    tile_home = next((level for level, capacity in enumerate(numbers.capacities) if tile_bytes <= capacity), 3)
+    seen: set[str] = set()
+    compute = data = overhead = 0.0
+    read_total, write_total = [0.0] * 4, [0.0] * 4
+    busy = 0.0
+    for nest, extents, tiled in extents_of:
+        local_homes = dict(homes)
+        for access in nest.accesses:
+            if access.scratch or access.buffer in seen:
+                local_homes[access.buffer] = min(local_homes.get(access.buffer, 3), tile_home) if access.buffer in seen \
+                    else tile_home
+        c, d, o, r, w = price_nest(nest, extents.__getitem__, numbers, local_homes, threads,
+                                   (tile_count, tiled, tile_bytes))
+        seen.update(access.buffer for access in nest.accesses)
+        compute, data, overhead = compute + c, data + d, overhead + o
+        busy += max(c, d)
+        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
+        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
+    overhead += TILE_CYCLES * tile_count / threads + (numbers.parallel_region_cycles if threads > 1 else 0.0)
+    scratch = int(facts.scratch_bytes * tile_points / facts.scratch_points) * threads
+    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
+    tiling = ", ".join(f"{axis}:{size}" for axis, size in tile_of.items() if size < anchor_extents[axis]) or "one tile"
+    return Price(busy + overhead, compute, data, overhead, served, scratch,
+                 f"{'one pass' if facts.one_pass else 'fused'} tiles {tiling} ({tile_count} tiles)")
