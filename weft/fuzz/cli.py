@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from weft.config import FUSION_POLICIES
 from weft.fuzz.check import Outcome, Settings
 from weft.fuzz.generate import KNOWN_BUGS, Options, generate
 from weft.fuzz.program import Program
@@ -205,7 +206,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m weft.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", type=int, default=100, help="how many programs (default 100)")
     parser.add_argument("--contract", choices=("strict", "inference"), default="strict")
-    parser.add_argument("--fusion", choices=("off", "greedy"), default="off")
+    parser.add_argument("--fusion", choices=FUSION_POLICIES, default="off")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="index of the first program (to re-run one)")
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads of each compiled plan")
