@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference64 import outputs64
 
 import weft
 from weft import nn
 from weft.config import config_from_env
+from weft.fuzz.reference64 import outputs64
 from weft.lower.contraction import ContractionNest, choose_blocking, split_contraction
 from weft.lower.schedule import default_views
 from weft.oracle import run
