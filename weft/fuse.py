@@ -122,14 +122,64 @@ def choose_partition(plan: Plan, config: Config, target: Target) -> Partition:
     return choose_regions(plan, config.fusion, config.contract, fits=fits)
 
 
+def has_empty_buffer(plan: Plan) -> bool:
+    """A buffer with an extent of 0 (an empty tensor): nothing to fuse, no traffic to save."""
+    return any(0 in buffer.shape for buffer in plan.buffers)
+
+
+def lower_decided(plan: Plan, config: Config, target: Target, contenders, compiler: str, pricing=None,
+                  record=None):
+    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
+    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
+    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
+    verdict written back. ``contenders``: the race's builder (``weft.compile.race_contenders``,
+    which compiles each form); ``compiler``: the C compiler's identity, part of a verdict's key;
+    ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    from weft.decide.race import RaceBudget
+    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.verdicts import DecidedPricing
+
+    pricing = pricing or region_pricing(plan, config, target)
+    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
+                "compiler": compiler}
+    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
+                             RaceBudget(config.budget_s * config.race_share), contenders(pricing))
+    lowered, partition = lower_priced(plan, config, target, decided)
+    return lowered, partition, decided.decide_report
+
+
+def lower_matched(plan: Plan, config: Config, target: Target):
+    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
+    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
+    from weft.decide.legacy import choose_matched
+
+    online = online_lowering_for(config.contract)
+    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
+    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+
+
+def admitted_in(plan: Plan, partition: Partition) -> dict[str, tuple]:
+    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
+    from weft.decide.library import admitted_bodies
+
+    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
+    return {anchor: bodies for anchor, bodies in found.items() if bodies}
+
+
 def fuse(plan: Plan, config: Config, target: Target) -> tuple[LoweredPlan, Partition | None]:
-    """``plan`` lowered under ``config``, and the priced partition (``fusion="priced"``, whose
-    prices ``explain`` shows; None for the other policies): unfused for ``fusion="off"``,
-    else by the regions the policy chooses."""
-    if config.fusion == "off":
+    """``plan`` lowered under ``config``, and the partition of ``fusion="priced"`` (whose
+    prices ``explain`` shows) or ``"matchers"``; None for the others: unfused for
+    ``fusion="off"`` (and for a plan holding an empty tensor), else by the regions the policy
+    chooses. Priced here prices every region (no decision record, no race: ``weft.compile``
+    adds those through ``lower_decided``)."""
+    if config.fusion == "off" or has_empty_buffer(plan):
         return lower_plan(plan, None, target), None
     if config.fusion == "priced":
         return lower_priced(plan, config, target)
+    if config.fusion == "matchers":
+        return lower_matched(plan, config, target)[:2]
     partition = choose_partition(plan, config, target)
     return lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract)), None
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference64 import attention64
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import attention64
 from weft.ir import Const, walk_expr
 from weft.oracle.interpreter import run
 from weft.testing import assert_strict_equal

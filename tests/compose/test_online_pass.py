@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from reference64 import attention64
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import attention64
 
 
 def _source(compiled) -> str:

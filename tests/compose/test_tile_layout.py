@@ -6,10 +6,10 @@ read ``x`` along its rows, keep row-major scratch. Strict stays bit-identical ei
 from __future__ import annotations
 
 import numpy as np
-from reference64 import attention64
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import attention64
 from weft.oracle.interpreter import run
 from weft.testing import assert_strict_equal
 

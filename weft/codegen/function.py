@@ -1,12 +1,14 @@
 """One lowered function (``weft.lower.nest.LoweredFunction``) as one C function: its
 tile loop, tile-local scratch, and each nest by its writer (member nests, library
-calls, the one pass)."""
+calls, the packed contraction, the one pass)."""
 
 from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, Counter
+from weft.codegen.contraction import render_contraction
 from weft.codegen.online import OnlinePassWriter
 from weft.codegen.render import NestWriter, render_gemm
+from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 from weft.lower.online import OnlinePass
 
@@ -38,6 +40,8 @@ def render_function(function: LoweredFunction) -> str:
             NestWriter(nest, lines, counter).write(indent)
         elif isinstance(nest, OnlinePass):
             OnlinePassWriter(nest).write(lines, indent, counter)
+        elif isinstance(nest, ContractionNest):
+            render_contraction(nest, lines, indent, counter)
         else:
             raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
     if function.tile_loop is not None:

@@ -1,8 +1,8 @@
-"""The composition engine (DESIGN.md §5): regions grown from anchors, signatures,
+"""The composition engine (docs/design.md §5): regions grown from anchors, signatures,
 the rescaling rewrite derived from member bodies. No fusion pattern is written
 anywhere here, and nothing here imports the lowering: what the engine must know
 about it (can this region be emitted fused?) is passed in as ``fits``
-(``choose_regions(plan, policy, contract, fits=...)``); ``weft.compile`` binds it
+(``choose_regions(plan, policy, contract, fits=...)``); ``weft.fuse`` binds it
 to ``weft.lower.fused.region_fits`` and lowers the partition.
 """
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from weft.codegen.cpu import cpu_info, cpu_model
 from weft.codegen.driver import build
+from weft.cpu_caches import cache_sizes
 from weft.errors import WeftError
 from weft.files import write_atomic
 
@@ -158,32 +159,6 @@ def _at_threads(table: tuple[tuple[int, float], ...], threads: int) -> float:
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
     return cpu_model(), tuple(sorted(cpu_info()[1]))
-
-
-def _parse_size(text: str) -> int:
-    text = text.strip().upper()
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text) if text else 0
-
-
-def cache_sizes() -> dict[str, int]:
-    """Data/unified cache size per level in bytes, from /sys (0 where unknown)."""
-    sizes = {"l1d": 0, "l2": 0, "l3": 0}
-    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
-        try:
-            level = Path(folder, "level").read_text().strip()
-            kind = Path(folder, "type").read_text().strip()
-            size = _parse_size(Path(folder, "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction":
-            continue
-        key = "l1d" if level == "1" else f"l{level}"
-        if key in sizes:
-            sizes[key] = size
-    return sizes
 
 
 def _cpu_count() -> int:

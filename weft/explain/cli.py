@@ -15,7 +15,7 @@ import argparse
 from weft import fuse as fuse_stage
 from weft.codegen.cpu import cpu_features, lanes_for
 from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS, config_from_env
+from weft.config import CONTRACTS, DEFAULT_FUSION, config_from_env
 from weft.explain.report import explain_lowering, explain_plan
 from weft.lower.schedule import Target
 from weft.workloads import get_workload
@@ -35,6 +35,9 @@ def run_explain(args: argparse.Namespace) -> int:
         config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
         pricing = fuse_stage.region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
     print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
+    if fusion == "off":
+        print(f"(fusion {fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
+              " greedy would fuse)")
     return 0
 
 
@@ -43,9 +46,10 @@ def register(subparsers) -> None:
         "explain",
         help="show anchors, candidate regions, the chosen regions, the rewrite and every member left unfused",
     )
-    parser.add_argument("workload", help="a workload name (see `weft workloads`)")
+    parser.add_argument("workload", help="a workload name (see `weft workloads`) or your program FILE.py:FUNCTION")
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
-    parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
+    parser.add_argument("--fusion", choices=POLICIES, default=DEFAULT_FUSION,
+                        help=f"region policy (default: {DEFAULT_FUSION}, as weft.compile)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
     parser.add_argument("--prices", action="store_true",
                         help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")

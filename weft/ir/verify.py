@@ -150,8 +150,8 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
     if len(set(names)) != len(names):
         raise _Problem(f"repeats an axis name among {names}")
     for axis in kernel.all_axes:
-        if axis.extent < 1:
-            raise _Problem(f"axis {axis.name} has extent {axis.extent}; extents must be >= 1")
+        if axis.extent < 0:  # 0: an empty tensor (a loop that runs no times; a fold over it is its identity)
+            raise _Problem(f"axis {axis.name} has extent {axis.extent}; extents must be >= 0")
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
     used = expr_axes(kernel.body)
     foreign = sorted(used - set(extents))
@@ -171,6 +171,7 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             raise _Problem("folds over bool values are not supported: cast to float32 or int")
         if kernel.fold.combiner not in Combiner:
             raise _Problem(f"unknown combiner {kernel.fold.combiner!r}")
+    never_evaluated = any(axis.extent == 0 for axis in kernel.all_axes)  # an empty loop: no index is read
     for node in walk_expr(kernel.body):
         if not isinstance(node, Load):
             continue
@@ -188,7 +189,7 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             for inner in _index_of_values(index):
                 if not expr_dtype(inner, buffers).is_int:
                     raise _Problem(f"gather index into {node.buffer} must be an integer expression")
-            if node.padding is not None:
+            if node.padding is not None or never_evaluated:
                 continue
             bounds = index_range(index, extents)
             if bounds is not None and (bounds[0] < 0 or bounds[1] >= extent):
@@ -226,8 +227,8 @@ def verify(plan: Plan) -> Plan:
     for buffer in plan.buffers:
         if buffer.name in buffers:
             raise WeftIRError(f"plan {plan.name}: buffer {buffer.name!r} declared twice")
-        if any(extent < 1 for extent in buffer.shape):
-            raise WeftIRError(f"plan {plan.name}: buffer {buffer.name} has shape {buffer.shape}; extents must be >= 1")
+        if any(extent < 0 for extent in buffer.shape):
+            raise WeftIRError(f"plan {plan.name}: buffer {buffer.name} has shape {buffer.shape}; extents must be >= 0")
         buffers[buffer.name] = buffer
     for name in plan.inputs:
         if name not in buffers:

@@ -17,6 +17,7 @@ class FusedRegion(Protocol):
     anchor: str
     members: tuple[str, ...]
     private: tuple[str, ...]
+    outputs: tuple[str, ...]  # members read outside the region (the anchor and plan outputs)
     tile_axes: tuple[tuple[str, str], ...]  # (member, its axis carrying the tile axis)
     tile_maps: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]  # anchor axis -> (member, axis)
     anchor_axes: tuple[str, ...]

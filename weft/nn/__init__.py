@@ -44,6 +44,7 @@ from weft.nn.elementwise import (
 )
 from weft.nn.linalg import attention, bmm, conv2d, embedding, linear, matmul, rope, rope_2d
 from weft.nn.optim import adam_step
+from weft.nn.pool import avg_pool2d, batch_norm, max_pool2d
 from weft.nn.reduce import cross_entropy, layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
 from weft.nn.tensor import (
     Spec,
@@ -82,6 +83,8 @@ __all__ = [
     "adam_step",
     "add",
     "attention",
+    "avg_pool2d",
+    "batch_norm",
     "bmm",
     "broadcast_shapes",
     "broadcast_to",
@@ -112,6 +115,7 @@ __all__ = [
     "logical_or",
     "matmul",
     "max",
+    "max_pool2d",
     "maximum",
     "mean",
     "min",

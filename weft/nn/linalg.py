@@ -3,7 +3,7 @@ embedding lookup and rotary embeddings.
 
 A contraction is one member whose fold sums a product of two loads; transposes
 and broadcasts of its operands live in the Load index maps. Attention is six
-members (DESIGN.md section 5)::
+members (docs/design.md, section 5)::
 
     scores[b,h,i,j] = sum_d q[b,h,i,d] * k[b,h//g,j,d] * scale   (causal / bool mask: where(.., -inf))
     max[b,h,i]      = max_j scores                               (float mask added here and in exp)
@@ -237,10 +237,17 @@ def conv2d(
     """2-D convolution, NCHW input and (O, C, KH, KW) weight: one contraction member
     folding (c, ky, kx); the halo reads through a zero-padded Load. Bias adds a member."""
     _need_float("conv2d", x, weight, bias)
-    if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1]:
+    if x.ndim != 4:
+        fix = " (one image: add the batch axis with nn.unsqueeze(x, 0))" if x.ndim == 3 else ""
+        raise ShapeError(f"conv2d: input has rank {x.ndim} (shape {x.shape}); conv2d takes a rank-4 batched"
+                         f" input (N, C, H, W){fix}")
+    if weight.ndim != 4:
+        raise ShapeError(f"conv2d: weight has rank {weight.ndim} (shape {weight.shape}); conv2d takes a rank-4"
+                         " weight (O, C, KH, KW)")
+    if x.shape[1] != weight.shape[1]:
         raise ShapeError(
-            f"conv2d: input {x.shape} and weight {weight.shape} do not fit: need (N, C, H, W)"
-            " and (O, C, KH, KW) with the same C"
+            f"conv2d: input {x.shape} has {x.shape[1]} channels but weight {weight.shape} expects"
+            f" {weight.shape[1]}: need (N, C, H, W) and (O, C, KH, KW) with the same C"
         )
     (sy, sx), (py, px), (dy, dx) = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
     if min(sy, sx, dy, dx) < 1 or min(py, px) < 0:

@@ -66,8 +66,11 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     for d in dims:
         if d != -1:
             known *= d
-    if len(unknown) > 1 or any(d < -1 or d == 0 for d in dims):
-        raise ShapeError(f"reshape: target shape {tuple(dims)} is invalid (extents >= 1, at most one -1)")
+    if len(unknown) > 1 or any(d < -1 for d in dims):
+        raise ShapeError(f"reshape: target shape {tuple(dims)} is invalid (extents >= 0, at most one -1)")
+    if unknown and known == 0:
+        raise ShapeError(f"reshape: cannot reshape {x.shape} into {tuple(dims)}: with a 0 extent beside it, the -1"
+                         " could be any size; give every extent")
     if unknown:
         if x.size % known:
             raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) into {tuple(dims)}")
@@ -81,6 +84,8 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     if target == x.shape:
         return x
     source = x.shape
+    if x.size == 0:  # no element is ever read: any in-form index will do
+        return view(x, target, lambda index: tuple(IndexConst(0) for _ in source))
     return view(x, target, lambda index: reshape_index(source, target, index))
 
 
