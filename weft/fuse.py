@@ -10,8 +10,10 @@ Greedy asks the lowering which candidates it can emit (``fits``), so every chose
 region is lowered fused and ``explain`` shows every cut-back. ``fusion="priced"``
 builds the pricer (``region_pricing``: ``weft.cost`` prices the lowering's forms and
 tilings, handed in as ``_PricingLowering``) and lowers each region in the form and
-tiling that won (``lower_priced``). ``weft.compile`` and ``weft explain`` both lower
-through here.
+tiling that won (``lower_priced``); ``weft.compile`` adds the decision record and the
+races (``lower_decided``, handed the race's builder, which compiles). ``fusion="matchers"``
+(the legacy mode) fuses what a matcher admits (``lower_matched``). ``weft.compile`` and
+``weft explain`` both lower through here.
 """
 
 from __future__ import annotations
