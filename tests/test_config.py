@@ -9,7 +9,15 @@ from weft.errors import ConfigError
 
 def test_config_is_exported_and_has_only_used_fields():
     assert weft.Config is Config
-    assert [f for f in Config.__slots__] == ["contract", "threads", "fusion", "cache_dir", "cc", "budget_s"]
+    assert [f for f in Config.__slots__] == ["contract", "threads", "fusion", "cache_dir", "cc", "budget_s",
+                                             "race_margin", "race_share"]  # the last two: weft.fuse.lower_decided
+
+
+def test_race_fields_are_checked():
+    with pytest.raises(ConfigError, match="race_margin"):
+        Config(race_margin=-0.1)
+    with pytest.raises(ConfigError, match="race_share"):
+        Config(race_share=1.5)
 
 
 def test_budget_from_the_environment(monkeypatch):
