@@ -3,7 +3,7 @@
 Environment variables are read here and nowhere else:
 WEFT_CACHE_DIR, WEFT_THREADS, WEFT_CC, WEFT_BUDGET_S, WEFT_GENERIC_FUSION.
 
-``WEFT_GENERIC_FUSION=off`` (DESIGN.md section 6) turns the generic, priced engine
+``WEFT_GENERIC_FUSION=off`` (docs/design.md section 6) turns the generic, priced engine
 off: a compile that asks for ``fusion="priced"`` gets ``fusion="matchers"`` (a
 matched pattern fuses on sight), for side-by-side comparison. Every other policy
 is taken as asked.

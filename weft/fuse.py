@@ -1,6 +1,6 @@
 """The fusion stage of a compile: regions chosen by ``weft.compose``, lowered by ``weft.lower``.
 
-The one place both are called, so neither imports the other (DESIGN.md section 7)::
+The one place both are called, so neither imports the other (docs/design.md section 7)::
 
     fusion="off"  ->  weft.lower.lower_plan(plan, None, target)        one function per member
     otherwise     ->  weft.compose.choose_regions(plan, policy, contract, fits=region_fits(...))

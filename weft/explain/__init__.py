@@ -1,4 +1,4 @@
-"""``explain``: a report over composition and lowering (DESIGN.md section 7).
+"""``explain``: a report over composition and lowering (docs/design.md section 7).
 
 It reads the regions ``weft.compose`` chose (anchors, candidates, cut-backs, the
 rewrite, unfused members and why) and, given a compile's ``LoweredPlan``, the

@@ -1,7 +1,7 @@
 """What the lowering reads of a region and of the one-pass rewrite: shapes of data,
 not imports. ``weft.compose`` builds the values (``Region``, ``OnePass``); the
 fuse stage (``weft.fuse``) hands them to ``weft.lower``, which imports nothing from
-``weft.compose`` (DESIGN.md section 7). These protocols name the fields it reads.
+``weft.compose`` (docs/design.md section 7). These protocols name the fields it reads.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Loop values of the nest IR: where a range starts and stops, and how far a view is
-offset, as data (DESIGN.md section 7: the lowering writes no C).
+offset, as data (docs/design.md section 7: the lowering writes no C).
 
 A value is an ``int``, a named loop variable (``Var``: the tile loop's variable, the
 one pass's block start) or one of the few operations tiling needs, on non-negative
