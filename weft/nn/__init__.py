@@ -43,8 +43,9 @@ from weft.nn.elementwise import (
     where,
 )
 from weft.nn.linalg import attention, bmm, conv2d, embedding, linear, matmul, rope, rope_2d
+from weft.nn.losses import cross_entropy
 from weft.nn.optim import adam_step
-from weft.nn.reduce import cross_entropy, layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
+from weft.nn.reduce import layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
 from weft.nn.tensor import (
     Spec,
     Tensor,
