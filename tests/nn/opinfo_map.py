@@ -97,13 +97,7 @@ def _cross_entropy(logits, target, weight=None, *, reduction="mean", ignore_inde
 
 
 def _conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    if groups != 1:
-        raise Unmapped("conv2d with groups")
-    if isinstance(padding, str):
-        raise Unmapped("conv2d with padding='same' or 'valid'")
-    if x.ndim == 3:
-        raise Unmapped("conv2d of an unbatched input")
-    return nn.conv2d(x, weight, bias, stride=stride, padding=padding, dilation=dilation)
+    return nn.conv2d(x, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

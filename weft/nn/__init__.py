@@ -7,6 +7,7 @@ No function here is a fused primitive: attention is six members, layer norm four
 softmax four; views are index maps. The composition engine decides what to fuse.
 """
 
+from weft.nn.conv import conv2d
 from weft.nn.elementwise import (
     abs,
     add,
@@ -42,7 +43,7 @@ from weft.nn.elementwise import (
     tanh,
     where,
 )
-from weft.nn.linalg import attention, bmm, conv2d, embedding, linear, matmul, rope, rope_2d
+from weft.nn.linalg import attention, bmm, embedding, linear, matmul, rope, rope_2d
 from weft.nn.losses import cross_entropy
 from weft.nn.optim import adam_step
 from weft.nn.reduce import layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
