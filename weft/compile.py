@@ -19,6 +19,7 @@ from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import Config, config_from_env
+from weft.empty import EmptyAwarePlan, has_empty, without_empty
 from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.ir import Kernel, Plan, verify
 from weft.lower import Target, lower_plan
@@ -421,6 +422,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
     verify(plan)
+    if has_empty(plan):  # zero-size tensors: lowering sees only the non-empty rest (weft/empty.py)
+        rest = without_empty(plan)
+        inner = compile(rest, threads=threads, blas=blas, lanes=lanes, config=config) if rest.outputs else None
+        return EmptyAwarePlan(plan, inner)
     if blas is None:
         blas = scipy_sgemm_pointer() is not None
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None

@@ -150,8 +150,8 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
     if len(set(names)) != len(names):
         raise _Problem(f"repeats an axis name among {names}")
     for axis in kernel.all_axes:
-        if axis.extent < 1:
-            raise _Problem(f"axis {axis.name} has extent {axis.extent}; extents must be >= 1")
+        if axis.extent < 0:
+            raise _Problem(f"axis {axis.name} has extent {axis.extent}; extents must be >= 0")
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
     used = expr_axes(kernel.body)
     foreign = sorted(used - set(extents))
@@ -188,8 +188,8 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             for inner in _index_of_values(index):
                 if not expr_dtype(inner, buffers).is_int:
                     raise _Problem(f"gather index into {node.buffer} must be an integer expression")
-            if node.padding is not None:
-                continue
+            if node.padding is not None or 0 in extents.values():
+                continue  # padded, or never evaluated (an empty output or fold axis)
             bounds = index_range(index, extents)
             if bounds is not None and (bounds[0] < 0 or bounds[1] >= extent):
                 raise _Problem(
@@ -226,8 +226,8 @@ def verify(plan: Plan) -> Plan:
     for buffer in plan.buffers:
         if buffer.name in buffers:
             raise WeftIRError(f"plan {plan.name}: buffer {buffer.name!r} declared twice")
-        if any(extent < 1 for extent in buffer.shape):
-            raise WeftIRError(f"plan {plan.name}: buffer {buffer.name} has shape {buffer.shape}; extents must be >= 1")
+        if any(extent < 0 for extent in buffer.shape):
+            raise WeftIRError(f"plan {plan.name}: buffer {buffer.name} has shape {buffer.shape}; extents must be >= 0")
         buffers[buffer.name] = buffer
     for name in plan.inputs:
         if name not in buffers:

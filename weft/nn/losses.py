@@ -134,6 +134,9 @@ class _Loss:
         if reduction == "sum":
             return self.tracer.emit("ce_sum", (), value, DType.FLOAT32, fold)
         if ignored is None:
+            if loss.size == 0:
+                raise ShapeError(f"cross_entropy: the mean over an empty batch {loss.shape} is undefined;"
+                                 " use reduction='sum' or skip empty batches")
             return self.tracer.emit("ce_mean", (), _mul(value, Const(1.0 / loss.size)), DType.FLOAT32, fold)
         kept = Where(ignored, Const(0.0), Const(1.0))
         count = self.tracer.emit("ce_count", (), kept, DType.FLOAT32, fold)

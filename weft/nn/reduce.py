@@ -17,6 +17,7 @@ Cross-entropy is in ``weft.nn.losses``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from weft.errors import DTypeError, ShapeError
@@ -112,11 +113,20 @@ def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
 
 
 def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    _nonempty_reduction("max", x, axis)
     return reduce("max", x, axis, Combiner.MAX, keepdims)
 
 
 def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    _nonempty_reduction("min", x, axis)
     return reduce("min", x, axis, Combiner.MIN, keepdims)
+
+
+def _nonempty_reduction(op: str, x: Tensor, axis: int | Sequence[int] | None) -> None:
+    """PyTorch's ``amax``/``amin`` raise on an empty reduced axis (there is no identity to give)."""
+    if isinstance(x, Tensor) and x.ndim and _count(op, x, axis) == 0:
+        raise ShapeError(f"{op}: cannot reduce an empty axis of shape {x.shape} (PyTorch raises too);"
+                         " check the extent before reducing")
 
 
 def _count(op: str, x: Tensor, axis: int | Sequence[int] | None) -> int:
@@ -134,6 +144,10 @@ def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fa
     """One member: ``sum_axes x * (1/N)``."""
     _need_float("mean", x)
     count = _count("mean", x, axis)
+    if count == 0:  # PyTorch: the mean of nothing is NaN (0 * NaN of the empty sum)
+        from weft.nn.elementwise import add
+
+        return add(reduce("mean", x, axis, Combiner.SUM, keepdims), math.nan)
     return reduce("mean", x, axis, Combiner.SUM, keepdims, lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / count)))
 
 
@@ -171,6 +185,11 @@ class _Rows:
 
     def row(self, tensor: Tensor) -> Expr:
         return tensor.read(axis_index(self.row_axes))
+
+
+def _at_least_one(count: int) -> int:
+    """Normalised dims of extent 0 leave the output empty: the scale is never used."""
+    return count or 1
 
 
 def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
@@ -246,7 +265,7 @@ def layer_norm(
     if normalized_shape is None and weight is not None:
         normalized_shape = weight.shape
     rows = _Rows(x, _trailing(x, _normalized_dims("layer_norm", x, normalized_shape)))
-    scale = Const(1.0 / rows.count)
+    scale = Const(1.0 / _at_least_one(rows.count))
     mean_ = rows.emit_row("ln_mean", Binary(BinaryOp.MUL, x.read(rows.full_index(True)), scale), Combiner.SUM)
     centered = rows.emit_full("ln_centered", _sub(x.read(rows.full_index(False)), rows.row(mean_)))
     shrink = Const(_SHRINK)
@@ -271,7 +290,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     _need_float("rms_norm", x)
     rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
     value = x.read(rows.full_index(True))
-    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(1.0 / rows.count)), Combiner.SUM)
+    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(1.0 / _at_least_one(rows.count))), Combiner.SUM)
     inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))

@@ -90,8 +90,8 @@ def spec(shape: Sequence[int] | int, dtype: object = "float32", param: bool = Fa
         dims = tuple(int(n) for n in shape)
     except TypeError:
         raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {shape!r}") from None
-    if any(n < 1 for n in dims):
-        raise ShapeError(f"weft.spec: shape {dims} has an extent below 1; every extent must be >= 1")
+    if any(n < 0 for n in dims):
+        raise ShapeError(f"weft.spec: shape {dims} has a negative extent; every extent must be >= 0")
     return Spec(dims, as_dtype(dtype), bool(param))
 
 

@@ -66,8 +66,10 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     for d in dims:
         if d != -1:
             known *= d
-    if len(unknown) > 1 or any(d < -1 or d == 0 for d in dims):
-        raise ShapeError(f"reshape: target shape {tuple(dims)} is invalid (extents >= 1, at most one -1)")
+    if len(unknown) > 1 or any(d < -1 for d in dims):
+        raise ShapeError(f"reshape: target shape {tuple(dims)} is invalid (extents >= 0, at most one -1)")
+    if unknown and known == 0:
+        raise ShapeError(f"reshape: the -1 of {tuple(dims)} is ambiguous with an extent of 0; give every extent")
     if unknown:
         if x.size % known:
             raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) into {tuple(dims)}")
@@ -81,6 +83,8 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     if target == x.shape:
         return x
     source = x.shape
+    if x.size == 0:  # nothing is ever read: a member over it has an empty axis
+        return view(x, target, lambda index: tuple(IndexConst(0) for _ in source))
     return view(x, target, lambda index: reshape_index(source, target, index))
 
 
@@ -175,8 +179,6 @@ def slice_axis(x: Tensor, axis: int, start: int | None = None, stop: int | None 
         raise ShapeError("slice: step must not be 0")
     begin, end, stride = slice(start, stop, step).indices(x.shape[axis])
     positions = range(begin, end, stride)
-    if len(positions) == 0:
-        raise ShapeError(f"slice: {start}:{stop}:{step} of axis {axis} (extent {x.shape[axis]}) is empty")
     shape = x.shape[:axis] + (len(positions),) + x.shape[axis + 1:]
     return view(x, shape, lambda index: index[:axis] + (index[axis] * stride + begin,) + index[axis + 1:])
 
@@ -259,6 +261,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
             )
         if other.dtype is not first.dtype:
             raise ShapeError(f"concat: dtypes differ ({first.dtype.value} vs {other.dtype.value})")
+    parts = [part for part in parts if part.shape[axis]] or parts[:1]  # empty pieces add nothing
+    first = parts[0]
     if len(parts) == 1:
         return first
     offsets = []
