@@ -249,6 +249,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     if not parts:
         raise ShapeError("concat: needs at least one tensor")
     current_tracer(*parts)
+    if any(part.shape != (0,) for part in parts):  # PyTorch skips 1-D empty pieces of any rank (legacy)
+        parts = [part for part in parts if part.shape != (0,)]
     first = parts[0]
     axis = normalize_axis("concat", axis, first.shape)
     for other in parts[1:]:
