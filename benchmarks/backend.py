@@ -8,13 +8,17 @@ Every figure stands beside the machine's own yardstick, measured in the same run
   matmul at the same thread count (goal >= 0.8x), under Strict (the generated nest)
   and Inference (where SciPy's BLAS may serve the member: recorded as served_by);
 - the unfused attention plan at 5184 x 32 (one head) and layer norm 8192 x 1024,
-  beside PyTorch eager when it is installed.
+  beside PyTorch eager when it is installed;
+- the contraction shapes of ``vit-block`` (each linear through its window or head
+  view, attention's two products) and ``qwen-decode-step``'s matrix-vector products,
+  Weft (Inference and Strict) beside NumPy, with the fraction of the measured FMA peak
+  (``benchmarks/contraction_shapes.py``; ``--shapes-only`` runs just these).
 
 Each pair is timed interleaved (palindrome blocks, weft.bench.driver) and reported as
 medians with the spread; a pair whose call takes over 2 s gets one block (recorded). NumPy's BLAS is slowed here by OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE, so the script re-executes itself without them.
 
-    python benchmarks/backend.py [--quick] [--threads 1,2] [--out FILE.json]
+    python benchmarks/backend.py [--quick] [--shapes-only] [--threads 1,2] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -233,6 +237,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (a minute, for a shared machine)")
     parser.add_argument("--threads", default="1,2", help="thread counts (default 1,2)")
+    parser.add_argument("--shapes-only", action="store_true",
+                        help="only the contraction shapes of vit-block and qwen-decode-step")
     parser.add_argument("--out", help="result JSON (default benchmarks/results/backend[-quick]-STAMP.json)")
     args = parser.parse_args()
     from weft.bench.result import provenance, save_result
@@ -242,14 +248,23 @@ def main() -> int:
     blocks = 2 if args.quick else 4
     sizes = [512, 1024] if args.quick else [1024, 4096]
     rows, cols = 8192, 1024  # 32 MiB per array: past the 32 MiB L3 together, as the copy yardstick is
-    records = []
+    sys.path.insert(0, str(Path(__file__).parent))
+    from contraction_shapes import contraction_shape_records, print_shape_records
+
+    records, shape_records = [], []
     for threads in (int(t) for t in args.threads.split(",")):
-        records += bandwidth_records(profile, threads, blocks, rows, cols)
-        records += contraction_records(threads, blocks, sizes)
-        records += workload_records(profile, threads, blocks, args.quick)
-    print_records(records)
+        if not args.shapes_only:
+            records += bandwidth_records(profile, threads, blocks, rows, cols)
+            records += contraction_records(threads, blocks, sizes)
+            records += workload_records(profile, threads, blocks, args.quick)
+        shape_records += contraction_shape_records(threads, blocks, interleaved, args.quick)
+    if records:
+        print_records(records)
+    print_shape_records(shape_records)
+    records += shape_records
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = Path(args.out or f"benchmarks/results/backend{'-quick' if args.quick else ''}-{stamp}.json")
+    kind = "-shapes" if args.shapes_only else ""
+    path = Path(args.out or f"benchmarks/results/backend{kind}{'-quick' if args.quick else ''}-{stamp}.json")
     result = {"schema": "weft-backend-records/1", "quick": args.quick, "records": records,
               "unset_env": os.environ.get("WEFT_BACKEND_BENCH_UNSET", ""),
               "provenance": provenance(profile, [])}

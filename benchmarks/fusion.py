@@ -5,7 +5,7 @@ For each workload of ``weft.workloads`` and each thread count, this times the ar
 the composition engine, ``weft/compose``) under a contract, with the A/A control
 of ``unfused`` beside them. All timing, parity and judging is ``weft bench``'s own
 (``weft.bench.run.run_bench``: palindrome ABBA/BAAB blocks, parity against the
-oracle before any time is kept, verdicts by the rule of ../shared/BENCHMARKING.md);
+oracle before any time is kept, verdicts by the rule of docs/benchmarking.md);
 this script only chooses the sizes, loops, and summarises. Each comparison writes
 a ``weft-bench/1`` result (raw rounds, verdicts, provenance) that
 ``weft bench --recompute FILE`` re-judges.

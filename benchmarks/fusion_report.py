@@ -109,7 +109,7 @@ def summary_markdown(summary: dict) -> str:
         f" Command: `{summary['command']}`.",
         "",
         "Times are medians per step; ratio = median over blocks of fused/unfused (below 1: fused faster);"
-        " verdict is the non-regression rule of BENCHMARKING.md (pass = fused not slower beyond"
+        " verdict is the non-regression rule of docs/benchmarking.md (pass = fused not slower beyond"
         " max(2%, 2 x spread); fail = fused regressed); a speed-up is claimed only when every round of one arm"
         " beats every round of the other by more than the A/A floor. Fused regions: regions the greedy engine"
         " chose (their members / all members), how many the compile lowered as one fused function (of them,"

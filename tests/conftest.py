@@ -1,4 +1,4 @@
-"""Test helpers shared across packages (e.g. reference64) live in this folder."""
+"""Test helpers shared across packages (random plan generators) live in this folder."""
 
 import sys
 from pathlib import Path

@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = (
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
     "weft.cost.cli",        # weft machine
+    "weft.decide.cli",      # weft record
 )
 
 

@@ -2,31 +2,45 @@
 
 The stages run in order, each a plain function over immutable values::
 
-    groups   (fusion="off": one member per group; else weft.compose decides)
-    lower    weft.lower.lower_plan       -> LoweredPlan (loop nests)
-    arena    weft.runtime.plan_arena     -> offsets of intermediates
-    render   weft.codegen.render_source  -> C source
-    build    weft.codegen.build          -> cached shared object
-    bind     weft.runtime.NativeRunner   -> one C call per plan run
+    compose  weft.compose.choose_regions   -> Partition (fusion="off": one member per group)
+    lower    weft.lower.lower_partition    -> LoweredPlan (one function per distinct region,
+             / lower_plan                     called once per occurrence; weft.lower.reuse)
+    render   weft.runtime.plan_arena, weft.codegen.render_source -> C source
+    build    weft.codegen.build            -> cached shared object (the C compiler when cold)
+    load     weft.runtime.NativeRunner     -> one C call per plan run
+
+A compile record (``weft.runtime.record``: keyed by the plan, the options and Weft's own
+source) keeps the lowered plan, arena and C of each compile, so a warm compile skips
+compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of each stage.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import numpy as np
 
+from weft.arguments import arrange_inputs, bind_params, describe_value
 from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
-from weft.config import Config, config_from_env
-from weft.empty import EmptyAwarePlan, has_empty, without_empty
+from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.errors import CompileError, ConfigError, InputError, WeftError
-from weft.ir import Kernel, Plan, verify
+from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.runtime.record import load_record, record_key, save_record
+from weft.threads import BlasThreads, thread_pools_record
+
+
+def has_empty_buffer(plan: Plan) -> bool:
+    """A buffer with an extent of 0 (an empty tensor): nothing to fuse, no traffic to save."""
+    return any(0 in buffer.shape for buffer in plan.buffers)
 
 PRICING_SHARE = 0.5
 """The part of ``Config.budget_s`` the pricing phase may spend (the rest: race, lowering, C)."""
@@ -117,23 +131,119 @@ def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
     return lowered, partition
 
 
-def _lower(plan: Plan, config: Config, target: Target) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or whatever ``weft.compose`` decides."""
-    if config.fusion == "off":
-        return lower_plan(plan, None, target)
+def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, record=None):
+    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
+    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
+    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
+    verdict written back. ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    from weft.decide.race import RaceBudget
+    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.verdicts import DecidedPricing
+
+    pricing = pricing or region_pricing(plan, config, target)
+    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
+                "compiler": compiler_identity(config.cc)}
+    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
+                             RaceBudget(config.budget_s * config.race_share), race_contenders(pricing, config, target))
+    lowered, partition = lower_priced(plan, config, target, decided)
+    return lowered, partition, decided.decide_report
+
+
+def lower_matched(plan: Plan, config: Config, target: Target):
+    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
+    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
+    from weft.compose import online_lowering_for
+    from weft.decide.legacy import choose_matched
+    from weft.lower.fused import lower_partition, region_fits
+
+    online = online_lowering_for(config.contract)
+    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
+    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+
+
+def admitted_in(plan: Plan, partition) -> dict[str, tuple]:
+    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
+    from weft.decide.library import admitted_bodies
+
+    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
+    return {anchor: bodies for anchor, bodies in found.items() if bodies}
+
+
+def compiler_identity(cc: str) -> str:
+    """The C compiler a verdict was timed with (path and version line)."""
+    from weft.codegen.driver import find_compiler
+
+    compiler = find_compiler(cc)
+    return f"{compiler.path} {compiler.version}"
+
+
+def race_contenders(pricing, config: Config, target: Target):
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
+    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
+    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    from weft.compose import online_lowering_for
+    from weft.compose.partition import Partition
+    from weft.decide.race import RaceInputs
+    from weft.lower.fused import lower_partition, region_tiling
+
+    def contenders_of(region, form: str, tiling, budget):
+        sub = pricing.subplan(region)
+        inputs = RaceInputs().for_plan(sub)
+        tilings = {}
+        if form == "fused" and tiling:
+            primary, size = tiling[-1]
+            tilings[region.anchor] = region_tiling(sub, region, size, primary)
+        partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
+        online = online_lowering_for(config.contract) if form == "one pass" else None
+        contenders = {}
+        for name, lowered in (("unfused", lower_plan(sub, None, target)),
+                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
+            if budget.left() <= 0:
+                return None
+            arena = plan_arena(sub, lowered)
+            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
+            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
+        return contenders
+
+    return contenders_of
+
+
+def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
+    """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
+    (``seconds`` receives the time of each stage: compose, lower). A plan holding an
+    empty tensor is lowered unfused (there is no traffic for a region to save)."""
+    if config.fusion == "off" or has_empty_buffer(plan):
+        with _timed(seconds, "lower"):
+            return lower_plan(plan, None, target)
     if config.fusion == "priced":
-        return lower_priced(plan, config, target)[0]
+        with _timed(seconds, "compose"):  # pricing and lowering together
+            return lower_priced(plan, config, target)[0]
     try:
-        import weft.compose as compose
+        from weft.compose import choose_regions, online_lowering_for
+        from weft.lower.fused import lower_partition, region_fits
     except ModuleNotFoundError:
         raise ConfigError(
             f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
         ) from None
-    if hasattr(compose, "lower_fused"):
-        return compose.lower_fused(plan, config, target)
-    if hasattr(compose, "plan_groups"):
-        return lower_plan(plan, tuple(compose.plan_groups(plan, config)), target)
-    raise ConfigError(f"fusion={config.fusion!r}: weft.compose offers neither lower_fused nor plan_groups yet")
+    online = online_lowering_for(config.contract)
+    with _timed(seconds, "compose"):
+        partition = choose_regions(plan, config.fusion, config.contract, fits=region_fits(plan, target, online))
+    with _timed(seconds, "lower"):
+        return lower_partition(plan, partition, target, online_lowering=online)
+
+
+@contextlib.contextmanager
+def _timed(seconds: dict[str, float], stage: str):
+    """Add the wall time of the block to ``seconds[stage]`` and its CPU time (this process)
+    to ``seconds[stage + "_cpu"]`` (on a shared machine wall time includes waiting for a core)."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    try:
+        yield
+    finally:
+        seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - start
+        seconds[stage + "_cpu"] = seconds.get(stage + "_cpu", 0.0) + time.process_time() - start_cpu
 
 
 def _where(traceback) -> str:
@@ -200,7 +310,7 @@ class Prepared:
         self._out = pointer_array(outputs)
 
     def __call__(self) -> None:
-        status = self.compiled.runner.run(self._in, self._out, self.compiled.config.threads)
+        status = self.compiled.run_native(self._in, self._out)
         if status:
             raise self.compiled.gather_error(status)
 
@@ -212,8 +322,10 @@ class Prepared:
 class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
-    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact) -> None:
+    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
+                 params: dict[str, np.ndarray] | None = None) -> None:
         self.plan = plan
+        self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
         self.lowered = lowered
         self.arena = arena
@@ -242,16 +354,37 @@ class CompiledPlan:
             "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
             "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
         }
+        self.provenance["thread_pools"] = thread_pools_record(config.threads, self.provenance["blas"])
         self._raw_outputs: list[np.ndarray] | None = None
+        # seconds per compile stage (compose, lower, render, build, load; wall, and "<stage>_cpu"
+        # for this process's CPU time), set by ``compile``
+        self.stage_seconds: dict[str, float] = {}
+        self.from_record = False  # True: regions, lowering and C came from the compile record
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
+        self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
+        self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
 
     # ------------------------------------------------------------------ calling
 
-    def _inputs(self, arrays) -> list[np.ndarray]:
-        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, arrays)]
+    def run_native(self, in_pointers, out_pointers) -> int:
+        """One C call with every pool at ``config.threads``: OpenMP by the runner itself,
+        BLAS (when the plan calls it) limited for this call only (``weft.threads``)."""
+        if not self.provenance["blas"]:
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
+        with BlasThreads(self.config.threads):
+            return self.runner.run(in_pointers, out_pointers, self.config.threads)
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs a call takes (the plan's inputs less those bound with params=), in order."""
+        return tuple(name for name in self.plan.inputs if name not in self.params)
+
+    def _inputs(self, arrays, named=None) -> list[np.ndarray]:
+        ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named or {}, self.params)
+        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
@@ -290,28 +423,32 @@ class CompiledPlan:
         values = tuple(by_name[name] for name in self.plan.outputs)
         return values[0] if len(values) == 1 else values
 
-    def __call__(self, *arrays: np.ndarray, out=None):
+    def __call__(self, *arrays: np.ndarray, out=None, **named: np.ndarray):
         """Run the plan; returns one array or a tuple (as ``weft.oracle.run``).
 
-        Inputs are only read. With ``out=`` (an array or a tuple, one per distinct
-        output) results are written there instead of fresh arrays.
+        Inputs are given positionally in the plan's input order, by keyword (the
+        names ``weft.trace`` gave them; a pytree keyword names its leaves by path), or
+        both; inputs bound at compile time (``params=``) are not passed. Inputs are
+        only read. With ``out=`` (an array or a tuple, one per distinct output)
+        results are written there instead of fresh arrays.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(out, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(outputs))
         if status:
             raise self.gather_error(status)
         return self.results(outputs)
 
-    def prepare(self, *arrays: np.ndarray, out=None) -> Prepared:
+    def prepare(self, *arrays: np.ndarray, out=None, **named: np.ndarray) -> Prepared:
         """Bind inputs and preallocated outputs once; the returned callable runs only the C call.
 
         The inputs are bound live (no copy): each call reads their contents at that moment,
         so an in-place update between calls is seen. Each input must therefore be
         C-contiguous (``InputError`` otherwise: pass ``numpy.ascontiguousarray(x)`` and keep
-        that array to update).
+        that array to update). Inputs bound with ``params=`` are the compile-time copies.
         """
-        checked = check_inputs(self.plan, arrays)
+        ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named, self.params)
+        checked = check_inputs(self.plan, ordered)
         for name, array in zip(self.plan.inputs, checked, strict=True):
             if not array.flags.c_contiguous:
                 raise InputError(
@@ -320,16 +457,16 @@ class CompiledPlan:
                 )
         return Prepared(self, checked, self._outputs(out, checked))
 
-    def run_raw(self, *arrays: np.ndarray) -> None:
+    def run_raw(self, *arrays: np.ndarray, **named: np.ndarray) -> None:
         """Run into outputs allocated once and reused (see ``raw_outputs``); returns nothing.
 
         For timing loops that should measure the C call, not allocation. ``prepare``
         also skips input validation on every call.
         """
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         if self._raw_outputs is None:
             self._raw_outputs = self._outputs(None, inputs)
-        status = self.runner.run(pointer_array(inputs), pointer_array(self._raw_outputs), self.config.threads)
+        status = self.run_native(pointer_array(inputs), pointer_array(self._raw_outputs))
         if status:
             raise self.gather_error(status)
 
@@ -338,21 +475,32 @@ class CompiledPlan:
         """The outputs of the last ``run_raw`` (one array or a tuple), or None before it."""
         return None if self._raw_outputs is None else self.results(self._raw_outputs)
 
-    def profile(self, *arrays: np.ndarray, repeats: int = 1) -> list[tuple[str, tuple[str, ...], float]]:
+    def profile(self, *arrays: np.ndarray, repeats: int = 1, **named: np.ndarray) -> list[tuple[str, tuple[str, ...], float]]:
         """Seconds per call of each lowered function (name, members, seconds), from a timed runner."""
-        inputs = self._inputs(arrays)
+        inputs = self._inputs(arrays, named)
         outputs = self._outputs(None, inputs)
         in_pointers, out_pointers = pointer_array(inputs), pointer_array(outputs)
         # one untimed run first: fresh outputs fault their pages in on first write
-        status = self.runner.run(in_pointers, out_pointers, self.config.threads)
+        status = self.run_native(in_pointers, out_pointers)
         if status:
             raise self.gather_error(status)
-        status, seconds = self.runner.run_profile(
-            in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
-        )
+        with BlasThreads(self.config.threads):
+            status, seconds = self.runner.run_profile(
+                in_pointers, out_pointers, self.config.threads, max(1, int(repeats))
+            )
         if status:
             raise self.gather_error(status)
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
+
+    def kernel_set(self) -> str:
+        """The plan identity of what runs (DESIGN.md section 2): a digest of the lowered
+        functions' structure (members, nests, tilings, scratch, lanes, contract), never of
+        times, notes or where a verdict came from. Two compiles that run the same code agree."""
+        return kernel_set_digest(self.lowered)
+
+    def output_digest(self, *inputs: np.ndarray) -> str:
+        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
+        return output_digest(self(*inputs))
 
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
@@ -363,6 +511,12 @@ class CompiledPlan:
             from weft.compose.explain import explain_partition
 
             text = explain_partition(self.plan, self.partition, self.lowered).text()
+            if self.decide_report is not None:
+                text += "\n" + self.decide_report.describe()
+            if self.bodies is not None:
+                from weft.decide.legacy import describe_bodies
+
+                text += "\n" + describe_bodies(self.bodies)
             print(text + "\n" + format_lowering(self.lowered), file=file)
             return
         policy = self.config.fusion if self.config.fusion in ("off", "greedy") else "off"
@@ -373,7 +527,12 @@ class CompiledPlan:
     def describe(self) -> str:
         """How each lowered function runs: one line per nest."""
         lines = [f"{self!r}"]
+        seen: set[str] = set()
         for function in self.lowered.functions:
+            if function.name in seen:  # a shared function (weft.lower.reuse): the same nests again
+                lines.append(f"  {function.name} again, on {', '.join(function.members)}")
+                continue
+            seen.add(function.name)
             tile = f" (tiles of {function.tile_loop.size} along {function.tile_loop.variable})" \
                 if function.tile_loop else ""
             lines.append(f"  {function.name}{tile}")
@@ -393,58 +552,146 @@ class CompiledPlan:
         return self.arena_bytes + scratch + outputs
 
     def __repr__(self) -> str:
+        distinct = len(set(self.function_names))
         return (f"CompiledPlan({self.plan.name}, contract={self.config.contract}, "
-                f"functions={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+                f"functions={distinct}, calls={len(self.groups)}, arena={self.arena_bytes} B, so={self.so_path.name})")
+
+
+def kernel_set_digest(lowered: LoweredPlan) -> str:
+    """sha256 of the lowered plan's structure (its frozen dataclasses' repr: no addresses, no times)."""
+    import hashlib
+
+    return hashlib.sha256(repr(lowered).encode()).hexdigest()[:32]
+
+
+def output_digest(outputs) -> str:
+    """sha256 of each output's shape, dtype and bytes, in order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for array in outputs if isinstance(outputs, tuple) else (outputs,):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.shape}{array.dtype.str}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def check_plan_argument(plan: object) -> Plan:
+    """``weft.compile``'s first argument must be a traced Plan; say how to get one."""
+    if isinstance(plan, Plan):
+        return plan
+    if callable(plan):
+        name = getattr(plan, "__name__", type(plan).__name__)
+        raise WeftError(
+            f"weft.compile takes a traced plan, not the function {name}: trace it first with"
+            f" plan = weft.trace({name}, *specs) (one weft.spec(shape, dtype) per input), then weft.compile(plan)"
+        )
+    raise WeftError(f"weft.compile takes a plan from weft.trace(fn, *specs), got {describe_value(plan)}")
+
+
+def bind_compile_params(plan: Plan, params) -> dict[str, np.ndarray]:
+    """``params=`` of ``weft.compile``: inputs bound once (weights). Each must be an input
+    with its shape and dtype; when any are bound, every input traced as a param
+    (``weft.spec(..., param=True)``) must be among them."""
+    if params is None:
+        return {}
+    bound = bind_params(plan, params)
+    declared = [b.name for b in plan.buffers if b.role is Role.PARAM and b.name in plan.inputs]
+    missing = [name for name in declared if name not in bound]
+    if missing:
+        raise InputError(f"plan {plan.name}: params= leaves out {', '.join(missing)}, traced as params"
+                         " (weft.spec(..., param=True)); bind them too, or trace them as plain inputs")
+    return bound
 
 
 def compile(  # noqa: A001 - the public name is weft.compile
     plan: Plan,
     contract: str = "strict",
     threads: int | None = None,
-    fusion: str = "off",
+    fusion: str = DEFAULT_FUSION,
     *,
     blas: bool | None = None,
     lanes: int | None = None,
     config: Config | None = None,
+    params: dict | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` to native code.
 
     ``contract``: "strict" (bit-identical to ``weft.oracle.run``) or "inference"
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
-    ``threads``: OpenMP threads (None: WEFT_THREADS or the CPU count).
-    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: yes
-    when SciPy is importable).
+    ``threads``: threads of every pool a call drives, OpenMP and BLAS (None:
+    WEFT_THREADS or the CPU count).
+    ``fusion``: "off" (each member its own function; the default,
+    ``weft.config.DEFAULT_FUSION``), "greedy" (the largest legal region per anchor),
+    "priced" (a region where its price beats its members unfused; verdicts recorded)
+    or "matchers" (the legacy mode: matched patterns fuse on sight).
+    ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: no, the
+    generated contraction microkernel serves every contraction, see
+    ``weft.lower.contraction``; True: BLAS where SciPy is importable).
     ``config``: a complete ``Config`` (then ``contract``, ``threads`` and ``fusion``
     come from it, not from the arguments).
     ``lanes``: float32 vector lanes (None: from the CPU, 16 with AVX-512, 8 with
     AVX2, else 4); a narrower width is for experiments and tests.
+    ``params``: inputs bound now (``{name: array}``, or a nested dict named by path as
+    at trace time), copied once and not passed per call; a name that is not an
+    input, or a wrong shape or dtype, is an ``InputError``.
     """
+    plan = check_plan_argument(plan)
+    bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
-    verify(plan)
-    if has_empty(plan):  # zero-size tensors: lowering sees only the non-empty rest (weft/empty.py)
-        rest = without_empty(plan)
-        inner = compile(rest, threads=threads, blas=blas, lanes=lanes, config=config) if rest.outputs else None
-        return EmptyAwarePlan(plan, inner)
+    if not isinstance(plan, Plan):
+        verify(plan)  # its error says what a plan is
     if blas is None:
-        blas = scipy_sgemm_pointer() is not None
+        blas = False
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
     if lanes is None:
         lanes = lanes_for(cpu_features())
     elif lanes not in (4, 8, 16):
         raise ConfigError(f"lanes={lanes!r}: use 4, 8 or 16 float32 lanes (or None for the CPU's width)")
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
-    partition = None
-    if config.fusion == "priced":
-        lowered, partition = _stage("lowering", plan, lower_priced, plan, config, target)
+    seconds: dict[str, float] = {}
+    partition = decide_report = bodies = None
+    # greedy and unfused compiles are recorded whole; priced and matched ones keep their own
+    # decision record (weft.decide) and always rebuild their partition (explain shows it)
+    recordable = config.fusion in ("off", "greedy")
+    with _timed(seconds, "record"):
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
+        recorded = load_record(config.cache_dir, key) if recordable else None
+    if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
+        lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
-        lowered = _stage("lowering", plan, _lower, plan, config, target)
-    arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
-    source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
-    artifact = build(source, config.cc, config.cache_dir, config.contract)
-    compiled = CompiledPlan(plan, config, lowered, arena, artifact)
+        verify(plan)
+        if has_empty_buffer(plan):
+            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        elif config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
+            from dataclasses import replace
+
+            config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
+            with _timed(seconds, "compose"):
+                lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
+        elif config.fusion == "priced":
+            with _timed(seconds, "compose"):  # pricing, racing and lowering together
+                lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
+            bodies = admitted_in(plan, partition)
+        else:
+            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        with _timed(seconds, "render"):
+            arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
+            source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
+    with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
+        artifact = build(source, config.cc, config.cache_dir, config.contract)
+    if recorded is None and recordable:
+        with _timed(seconds, "record"):
+            save_record(config.cache_dir, key, lowered, arena, source)
+    with _timed(seconds, "load"):
+        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
+    compiled.from_record = recorded is not None
+    compiled.stage_seconds = seconds
     compiled.partition = partition
+    compiled.decide_report = decide_report
+    compiled.bodies = bodies
     return compiled
 
 
-__all__ = ["CompiledPlan", "Prepared", "compile"]
+__all__ = ["CompiledPlan", "Prepared", "compile", "kernel_set_digest", "output_digest"]

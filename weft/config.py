@@ -14,6 +14,11 @@ from weft.errors import ConfigError
 
 CONTRACTS = ("strict", "inference")
 FUSION_POLICIES = ("off", "greedy", "priced", "matchers")
+# The one default fusion policy: weft.compile, the Weft arms without a policy
+# (strict, inference) and ``weft explain`` all use it. "off" for now: greedy fuses
+# on sight (a loss on several measured workloads, and its compile time grows steeply
+# with depth); "priced" is meant to become the default once the price decides.
+DEFAULT_FUSION = "off"
 
 
 def default_cache_dir() -> Path:
@@ -25,11 +30,13 @@ def default_cache_dir() -> Path:
 class Config:
     contract: str = "strict"
     threads: int = 1
-    fusion: str = "off"
+    fusion: str = DEFAULT_FUSION
     cache_dir: Path = field(default_factory=default_cache_dir)
     cc: str = "cc"
     budget_s: float = 2.0
     generic_fusion: bool = True
+    race_margin: float = 0.10  # fusion="priced": race a region whose predicted margin is thinner than this
+    race_share: float = 0.25  # the part of budget_s the races may spend (0: never race)
 
     def __post_init__(self) -> None:
         if self.contract not in CONTRACTS:
@@ -40,6 +47,9 @@ class Config:
             raise ConfigError(f"threads={self.threads!r} must be a positive integer")
         if self.budget_s <= 0:
             raise ConfigError(f"budget_s={self.budget_s!r} must be positive")
+        if self.race_margin < 0 or not 0 <= self.race_share <= 1:
+            raise ConfigError(f"race_margin={self.race_margin!r} must be >= 0 and race_share={self.race_share!r}"
+                              " between 0 and 1")
 
 
 def _env_int(name: str, default: int) -> int:

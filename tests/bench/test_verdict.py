@@ -1,4 +1,4 @@
-"""The verdict arithmetic on hand-computed cases (BENCHMARKING.md, rule 4)."""
+"""The verdict arithmetic on hand-computed cases (docs/benchmarking.md, rule 4)."""
 
 import pytest
 

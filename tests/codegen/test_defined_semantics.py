@@ -1,5 +1,5 @@
 """Integer division, remainder and float-to-int casts are defined for every input,
-identically in the oracle and in C (the Strict contract, DESIGN.md section 3):
+identically in the oracle and in C (the Strict contract, docs/design.md section 3):
 
 - ``a / b`` truncates toward zero; ``a / 0 = 0``; ``INT_MIN / -1 = INT_MIN`` (wraps);
 - ``fmod(a, b) = a - (a / b) * b`` (the sign of ``a``); ``a % 0 = a``; ``INT_MIN % -1 = 0``;

@@ -92,7 +92,7 @@ class Builder:
 
 
 def attention(t: int = 16, d: int = 8, e: int = 8, tk: int | None = None, name: str = "attention") -> Plan:
-    """The six members of DESIGN.md §5 (QKᵀ·scale, row max, exp, row sum, divide, PV)."""
+    """The six members of docs/design.md §5 (QKᵀ·scale, row max, exp, row sum, divide, PV)."""
     tk = tk or t
     b = Builder(name)
     b.input("q", t, d)

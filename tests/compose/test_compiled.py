@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from compose_models import qwen_decode_step
 from compose_random_plans import merge_plans
-from reference64 import values64
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
 from weft.testing import assert_strict_equal
 

@@ -116,13 +116,18 @@ def test_a_region_with_a_contraction_tiles_rows_so_the_weight_is_reused():
 def test_a_contraction_no_tiling_can_feed_is_cut_back_with_the_reason(fused_config):
     # one row of output is 8192 floats (32 KiB): only 8 rows fit the budget, too few to reuse
     # an 8 MiB weight; greedy leaves the product alone and says why
+    # (without the contraction microkernel, whose epilogue takes the bias on the register tile)
     plan = _linear_bias(rows=64, inner=256, outs=8192)
-    target = Target(lanes=16, contract="strict")
+    target = Target(lanes=16, contract="strict", microkernel=False)
     partition = choose_regions(plan, "greedy", "strict", fits=region_fits(plan, target))
     assert not partition.fused
     (cut,) = partition.cutbacks
     assert "would use each element of" in cut.describe() and "fewer than 64 times per read" in cut.describe()
+    # with it, the product and its bias fuse and keep the microkernel
+    partition = choose_regions(plan, "greedy", "strict", fits=region_fits(plan, Target(lanes=16, contract="strict")))
+    assert partition.fused and not partition.cutbacks
     compiled = weft.compile(plan, config=fused_config("strict"))
+    assert "epilogue" in compiled.describe()
     rng = np.random.default_rng(5)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 256), (8192, 256), (8192,)))
     assert_strict_equal(compiled(x, w, b), run_all(plan, x, w, b)[plan.outputs[0]])

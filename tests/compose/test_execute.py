@@ -6,11 +6,11 @@ import compose_plans as plans
 import numpy as np
 import pytest
 from compose_models import qwen_decode_step
-from reference64 import values64
 
 import weft.nn as nn
 from weft.compose import choose_regions
 from weft.compose.execute import ExecutionReport, run_partition_outputs
+from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run
 from weft.testing import assert_strict_equal
 

@@ -10,7 +10,7 @@ from weft.errors import WorkloadError
 
 
 def test_explain_attention_inference(capsys):
-    assert main(["explain", "attention", "--contract", "inference", "--set", "tokens=64", "--set", "heads=2"]) == 0
+    assert main(["explain", "--fusion", "greedy", "attention", "--contract", "inference", "--set", "tokens=64", "--set", "heads=2"]) == 0
     text = capsys.readouterr().out
     assert "anchor attn_out" in text
     assert "chosen: attn_scores attn_max attn_exp attn_sum attn_probs attn_out" in text
@@ -18,13 +18,13 @@ def test_explain_attention_inference(capsys):
 
 
 def test_explain_strict_lists_the_forbidden_rewrite(capsys):
-    assert main(["explain", "softmax", "--set", "rows=4", "--set", "cols=8"]) == 0
+    assert main(["explain", "--fusion", "greedy", "softmax", "--set", "rows=4", "--set", "cols=8"]) == 0
     text = capsys.readouterr().out
     assert "Strict forbids" in text
 
 
 def test_explain_cross_entropy_lists_unfused_with_reason(capsys):
-    assert main(["explain", "cross-entropy", "--set", "tokens=4", "--set", "vocab=100"]) == 0
+    assert main(["explain", "--fusion", "greedy", "cross-entropy", "--set", "tokens=4", "--set", "vocab=100"]) == 0
     text = capsys.readouterr().out
     assert "ce_mean: could not take ce_count: no common tile axis" in text
     assert "could not take ce_loss: no common tile axis" in text
@@ -50,11 +50,11 @@ def test_parse_setting():
 
 def test_explain_with_lowering_compiles(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
-    assert main(["explain", "cross-entropy", "--contract", "inference", "--lowering", "--set", "tokens=8", "--set", "vocab=64"]) == 0
+    assert main(["explain", "--fusion", "greedy", "cross-entropy", "--contract", "inference", "--lowering", "--set", "tokens=8", "--set", "vocab=64"]) == 0
     text = capsys.readouterr().out
     assert "lowered:" in text and "one pass (rescaled)" in text
     # softmax needs E = exp(x - m) itself (P = E / L): the rewrite is legal, the plain fused form is used
-    assert main(["explain", "softmax", "--contract", "inference", "--lowering", "--set", "rows=8", "--set", "cols=64"]) == 0
+    assert main(["explain", "--fusion", "greedy", "softmax", "--contract", "inference", "--lowering", "--set", "rows=8", "--set", "cols=64"]) == 0
     text = capsys.readouterr().out
     assert "rewrite: fired" in text and "one pass not used: softmax_exp needs the terms" in text
     assert "one pass (rescaled)" not in text
@@ -69,7 +69,7 @@ def test_explain_vit_block_shows_every_cut_back_and_only_lowerable_regions(capsy
     from weft.lower.fused import region_fits
     from weft.lower.schedule import Target
 
-    assert main(["explain", "vit-block"]) == 0
+    assert main(["explain", "--fusion", "greedy", "vit-block"]) == 0
     text = capsys.readouterr().out
     assert "cut back: " in text and "exceeds the 262,144 B budget; took candidate" in text
     assert "out of cache) fewer than" in text

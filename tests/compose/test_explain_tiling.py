@@ -61,7 +61,7 @@ def test_compiled_explain_names_the_axis_actually_tiled(contract, tmp_path, monk
 
 
 def test_explain_without_lowering_says_preferred(capsys):
-    assert main(["explain", "attention", "--set", "tokens=32", "--set", "heads=8"]) == 0
+    assert main(["explain", "--fusion", "greedy", "attention", "--set", "tokens=32", "--set", "heads=8"]) == 0
     text = capsys.readouterr().out
     assert "(preferred tile axis i;" in text and "preferred tile axis per member: attn_scores.i" in text
     assert "tiled along" not in text
@@ -69,7 +69,7 @@ def test_explain_without_lowering_says_preferred(capsys):
 
 def test_cli_lowering_says_what_was_tiled(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
-    assert main(["explain", "attention", "--lowering", "--set", "tokens=32", "--set", "heads=8"]) == 0
+    assert main(["explain", "--fusion", "greedy", "attention", "--lowering", "--set", "tokens=32", "--set", "heads=8"]) == 0
     text = capsys.readouterr().out
     assert "tiled along " in text and "lowered:" in text
     assert "(preferred tile axis" not in text

@@ -11,6 +11,7 @@ from attention64 import attention64
 
 import weft
 import weft.nn as nn
+from weft.config import config_from_env
 from weft.errors import CompileError, ShapeError
 from weft.lower.online import OnlinePass
 
@@ -95,23 +96,29 @@ def _issue_plan():
     return weft.trace(lambda q, k, v: nn.attention(q, k, v), weft.spec((1, 4)), weft.spec((16, 4)), weft.spec((16, 1)))
 
 
-def test_an_internal_error_names_the_region_and_member(fused_config, monkeypatch):
+def _patched_config(tmp_path):
+    # a fresh cache: the compile record (keyed by Weft's source files, not by patched objects)
+    # must not hand back a lowering made before the patch
+    return config_from_env(contract="inference", threads=2, fusion="greedy", cache_dir=tmp_path)
+
+
+def test_an_internal_error_names_the_region_and_member(tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise KeyError("e")
 
     monkeypatch.setattr(OnlinePass, "_render_step", broken)
     with pytest.raises(CompileError) as caught:
-        weft.compile(_issue_plan(), config=fused_config("inference"))
+        weft.compile(_issue_plan(), config=_patched_config(tmp_path))
     message = str(caught.value)
     assert "KeyError" in message and "bug in Weft" in message
     assert "region attn_scores, attn_max" in message and "member attn_" in message
     assert isinstance(caught.value.__cause__, KeyError)
 
 
-def test_a_weft_error_inside_a_stage_passes_through(fused_config, monkeypatch):
+def test_a_weft_error_inside_a_stage_passes_through(tmp_path, monkeypatch):
     def refuses(self, *args, **kwargs):
         raise ShapeError("attention: a deliberate refusal")
 
     monkeypatch.setattr(OnlinePass, "_render_step", refuses)
     with pytest.raises(ShapeError, match="deliberate refusal"):
-        weft.compile(_issue_plan(), config=fused_config("inference"))
+        weft.compile(_issue_plan(), config=_patched_config(tmp_path))

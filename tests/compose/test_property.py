@@ -7,10 +7,10 @@ import numpy as np
 from compose_random_plans import random_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference64 import values64
 
 from weft.compose import choose_regions
 from weft.compose.execute import run_partition
+from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
 from weft.testing import assert_strict_equal
 

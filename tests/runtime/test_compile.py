@@ -184,7 +184,7 @@ def test_prepare_profile_and_memory(make_config):
     assert compiled.source_path.exists() and compiled.so_path.exists()
     assert compiled.provenance["lanes"] in (4, 8, 16) and "-ffp-contract=off" in compiled.provenance["flags"]
     text = compiled.describe()
-    assert "c: lanes along j" in text and "packed b" in text and "mx: lanes along i" in text
+    assert "c: contraction microkernel" in text and "mx: lanes along i" in text
 
 
 def test_threads_do_not_change_bytes(make_config):

@@ -1,4 +1,4 @@
-"""Contractions through every nest variant: packed panels, transposed tiles, BLAS bodies."""
+"""Contractions through every nest variant: the packed microkernel, transposed tiles, BLAS bodies."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 import weft
 from weft import nn
 from weft.lower import GemmCall, MemberNest
+from weft.lower.contraction import ContractionNest
 from weft.oracle import run
 from weft.testing import assert_strict_equal
 
@@ -44,9 +45,9 @@ def test_strict_nests_are_bit_identical(traced, make_config):
     plan, arrays = traced
     compiled = weft.compile(plan, config=make_config("strict"))
     nests = _nests(compiled)
-    kinds = {name: (n.packed != (), n.transpose_fold) for name, n in nests.items() if isinstance(n, MemberNest)}
-    assert any(packed for packed, _ in kinds.values()), kinds
-    assert any(transposed for _, transposed in kinds.values()), kinds
+    kinds = {name: n.transpose_fold for name, n in nests.items() if isinstance(n, MemberNest)}
+    assert any(kinds.values()), kinds
+    assert sum(isinstance(n, ContractionNest) for n in nests.values()) == 3, nests
     got, want = compiled(*arrays), run(plan, *arrays)
     assert_strict_equal(got, want)
 
@@ -71,7 +72,7 @@ def test_conv2d_halo_across_lanes(make_config, contract):
     plan = weft.trace(lambda x, w: (nn.conv2d(x, w, None, 1, 1), nn.conv2d(x, w, None, 1, 2, 2)),
                       weft.spec(x.shape), weft.spec(w.shape))
     compiled = weft.compile(plan, config=make_config(contract))
-    assert any(f.nests[0].vector_axis is not None for f in compiled.lowered.functions)
+    assert all(isinstance(f.nests[0], ContractionNest) for f in compiled.lowered.functions)
     got = compiled(x, w)
     if contract == "strict":
         assert_strict_equal(got, run(plan, x, w))
@@ -113,15 +114,15 @@ def test_chunked_folds_down_matrix_rows_are_exact(make_config, lanes):
     assert_strict_equal(compiled(x, w), run(plan, x, w))
 
 
-@pytest.mark.parametrize("m,k,n,vectors", [(27, 37, 576, 4), (31, 19, 520, 4), (26, 23, 200, 2)])
-def test_packed_register_block_width_is_exact(make_config, m, k, n, vectors):
-    """The 6 x 4-vector packed block (and its row, column and lane tails) keeps each
+@pytest.mark.parametrize("m,k,n", [(27, 37, 576), (31, 19, 520), (26, 23, 200)])
+def test_packed_register_block_width_is_exact(make_config, m, k, n):
+    """The microkernel's 6 x 4-vector register tile (and its row and column tails) keeps each
     output's ascending k sum: byte-identical to the oracle, close to float64."""
     plan = weft.trace(nn.matmul, weft.spec((m, k)), weft.spec((k, n)), name=f"mm{m}x{k}x{n}")
     a, b = _f32((m, k), 1), _f32((k, n), 2)
     compiled = weft.compile(plan, config=make_config("strict"))
     nest = next(iter(_nests(compiled).values()))
-    assert isinstance(nest, MemberNest) and nest.packed and nest.block_vectors == vectors
+    assert isinstance(nest, ContractionNest) and nest.blocking.mr == 6 and nest.blocking.nr == 64
     got, want = compiled(a, b), run(plan, a, b)
     got, want = (x[0] if isinstance(x, (tuple, list)) else x for x in (got, want))
     assert_strict_equal(got, want)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from reference64 import outputs64
 
 import weft
 from weft import nn
+from weft.fuzz.reference64 import outputs64
 from weft.oracle import run
 from weft.testing import assert_inference_close, assert_strict_equal
 

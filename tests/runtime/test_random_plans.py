@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from random_plans import arrays_for, batch_of_plans, merge
-from reference64 import outputs64
 
 import weft
+from weft.fuzz.reference64 import outputs64
 from weft.oracle import run
 from weft.testing import assert_strict_equal
 

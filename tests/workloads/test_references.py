@@ -75,6 +75,32 @@ def test_vit_block_matches_numpy(window):
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 
+def _sam3_reference(p, arrays):
+    """Patch embedding as a matrix product over patches (not a convolution), then each block by
+    ``_vit_reference`` with the window or global RoPE tables."""
+    image, patch_w, patch_b, pos = (a.astype(np.float64) for a in arrays[:4])
+    window_tables, global_tables, weights = arrays[4:8], arrays[8:12], arrays[12:]
+    size, patch, dim = p["image_size"], p["patch"], p["dim"]
+    side = size // patch
+    patches = image.reshape(1, 3, side, patch, side, patch).transpose(0, 2, 4, 1, 3, 5).reshape(1, side, side, -1)
+    x = patches @ patch_w.reshape(dim, -1).T + patch_b + pos
+    for block in range(p["blocks"]):
+        glob = (block + 1) % p["global_every"] == 0
+        params = {"tokens_side": side, "dim": dim, "heads": p["heads"], "window": 0 if glob else p["window"]}
+        tables = global_tables if glob else window_tables
+        x = _vit_reference(params, (x, *weights[12 * block: 12 * block + 12], *tables))
+    return x
+
+
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_sam3_encoder_matches_numpy(blocks):
+    workload = get_workload("sam3-encoder")
+    params = dict(workload.small, blocks=blocks)  # block 1 (of 0, 1, 2) attends globally
+    arrays = workload.inputs(seed=6, **params)
+    out = run(workload.plan(**params), *arrays)
+    np.testing.assert_allclose(out, _sam3_reference(workload.resolve(**params), arrays), rtol=1e-4, atol=1e-4)
+
+
 def _qwen_reference(p, arrays):
     arrays = [a.astype(np.float64) for a in arrays]
     x, cos, sin = arrays[:3]

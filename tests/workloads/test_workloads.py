@@ -11,7 +11,7 @@ from weft.oracle import NUMPY_DTYPE, run
 from weft.workloads import WORKLOADS, Workload, get_workload
 
 NAMES = sorted(WORKLOADS)
-EXPECTED = {"attention", "layernorm", "softmax", "adam", "cross-entropy", "vit-block", "qwen-decode-step"}
+EXPECTED = {"attention", "layernorm", "softmax", "adam", "cross-entropy", "vit-block", "sam3-encoder", "qwen-decode-step"}
 
 
 def test_registry_has_every_workload():
@@ -63,6 +63,20 @@ def test_default_sizes_are_the_issue_sizes():
     assert get_workload("vit-block").plan(window=0).buffer("attn_scores").shape == (1, 16, 5184, 5184)
     qwen = get_workload("qwen-decode-step").plan(layers=2, cache_len=100)
     assert qwen.buffer("l0_k_cache").shape == (2, 100, 64) and qwen.buffer("l1_attn_scores").shape == (14, 1, 101)
+
+
+def test_sam3_encoder_has_the_issue_shape():
+    workload = get_workload("sam3-encoder")
+    plan = workload.plan()
+    assert plan.buffer("image").shape == (1, 3, 1008, 1008) and plan.buffer(plan.outputs[0]).shape == (1, 72, 72, 1024)
+    assert plan.buffer("pos_embed").shape == (1, 72, 72, 1024)
+    # 24x24 windows: 9 windows of 576 tokens; global blocks 7, 15, 23, 31 attend over all 5184
+    global_blocks = [b for b in range(32) if plan.buffer(f"b{b}_attn_scores").shape == (1, 16, 5184, 5184)]
+    assert global_blocks == [7, 15, 23, 31]
+    assert all(plan.buffer(f"b{b}_attn_scores").shape == (9, 16, 576, 576) for b in range(32) if b not in global_blocks)
+    assert len(workload.plan(blocks=4).inputs) == 12 + 4 * 12
+    with pytest.raises(WorkloadError, match="image_size 1000 must be a multiple of patch 14"):
+        workload.plan(image_size=1000)
 
 
 def test_names_and_parameter_errors():

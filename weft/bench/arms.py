@@ -167,7 +167,7 @@ def build_weft_runner(spec: ArmSpec, plan, arrays, compiled=None) -> Runner:
 
 
 def _import_torch():
-    # PyTorch's best configuration on this machine: huge-page allocations (BENCHMARKING.md rule 8).
+    # PyTorch's best configuration on this machine: huge-page allocations (docs/benchmarking.md rule 8).
     os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
     try:
         import torch

@@ -11,7 +11,7 @@ from weft.bench import arms as arms_module
 from weft.bench.report import wide_console
 
 EPILOG = arms_module.__doc__.split("\n", 2)[2] + """
-Verdicts (../shared/BENCHMARKING.md): spread over 5% is inconclusive; otherwise the allowed regression is
+Verdicts (docs/benchmarking.md): spread over 5% is inconclusive; otherwise the allowed regression is
 max(2%, 2 x spread): inside it is a pass (non-regression, not a speed-up), past it a fail. A speed-up is
 claimed only when every round of one arm beats every round of the other by more than the A/A floor.
 The first arm is the baseline; an A/A control of it (label BASELINE:control) always runs beside it.
@@ -20,6 +20,7 @@ Examples:
   weft bench attention --arms unfused,torch-sdpa --size tokens=2048
   weft bench layernorm --arms unfused@1,unfused@2 --processes 4
   weft bench attention --arms unfused,greedy --stage auto
+  weft bench examples/bert.py:build --arms inference,torch-eager --set tokens=64
   weft bench --recompute benchmarks/results/attention-unfused-torch-sdpa-....json
 """
 
@@ -27,10 +28,10 @@ Examples:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "bench", help="compare arms of a workload: interleaved ABBA/BAAB, A/A control, verdicts",
-        description="Time arms of a workload side by side and judge them by the rule of BENCHMARKING.md.",
+        description="Time arms of a workload side by side and judge them by the rule of docs/benchmarking.md.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", nargs="?", help="workload name (weft workloads lists them)")
+    parser.add_argument("workload", nargs="?", help="workload name (weft workloads lists them) or your program FILE.py:FUNCTION")
     parser.add_argument("--arms", default=None,
                         help="comma-separated arms, baseline first (default: unfused; with --stage: unfused,greedy)")
     parser.add_argument("--set", "--size", dest="size", action="append", default=[], metavar="KEY=VALUE",
@@ -122,11 +123,12 @@ def plot_result(console: Console, result: dict, profile, path: str) -> None:
     baseline = next(arm for arm in section["arms"] if arm["label"] == section["baseline"])
     if baseline["kind"] == "weft":
         from weft.compile import compile as weft_compile
+        from weft.config import DEFAULT_FUSION
 
         context = build_context(result["workload"], result["params"], result["settings"]["seed"],
                                 ",".join(result["stage"]) if result["stage"] else None)
         compiled = weft_compile(context.plan, contract=baseline["contract"], threads=baseline["threads"],
-                                fusion=baseline["fusion"] or "off")
+                                fusion=baseline["fusion"] or DEFAULT_FUSION)
         for name, group, seconds in compiled.profile(*context.arrays, repeats=3):
             work = group_work(context.plan, group)
             if seconds > 0:

@@ -1,4 +1,4 @@
-"""Output parity before any time is reported (BENCHMARKING.md rule 1).
+"""Output parity before any time is reported (docs/benchmarking.md rule 1).
 
 The reference is the oracle's output when the plan is small enough to interpret
 (``ORACLE_POINT_LIMIT`` body evaluations), else the first Strict Weft arm's output.

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,8 +41,19 @@ def weft_commit() -> dict:
     return {"commit": commit, "dirty": dirty}
 
 
+def thread_pools_outside_calls() -> list[dict]:
+    """Every thread pool loaded (OpenMP, BLAS) and its size between calls; each Weft
+    arm's ``thread_pools`` says what its calls ran at."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return []
+    keys = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer")
+    return [{key: pool.get(key) for key in keys} for pool in threadpool_info()]
+
+
 def provenance(profile, runners, extra: dict | None = None) -> dict:
-    """BENCHMARKING.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
+    """docs/benchmarking.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
     record = {
         "weft_version": weft.__version__,
         **weft_commit(),
@@ -61,6 +73,7 @@ def provenance(profile, runners, extra: dict | None = None) -> dict:
     }
     if "torch" in sys.modules:
         record["torch"] = sys.modules["torch"].__version__
+    record["thread_pools"] = thread_pools_outside_calls()
     record.update(extra or {})
     return record
 
@@ -79,6 +92,7 @@ def json_ready(value):
 def default_result_path(workload: str, labels: list[str]) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     arms = "-".join(label.replace("@", "t").replace("+", "_") for label in labels)
+    workload = re.sub(r"[^A-Za-z0-9_.-]+", "-", workload.replace(".py:", "-"))  # a program: model.py:build
     return DEFAULT_RESULTS_DIR / f"{workload}-{arms}-{stamp}.json"
 
 

@@ -7,7 +7,7 @@ One section of a result is one timing of a set of arms on one plan::
     -> roofline of each arm (compulsory bytes / bandwidth vs FLOPs / peak)
 
 ``--stage`` adds a second section, the whole plan with the same arms, and the
-budget illustration between them (BENCHMARKING.md rule 6).
+budget illustration between them (docs/benchmarking.md rule 6).
 """
 
 from __future__ import annotations
@@ -215,6 +215,21 @@ def budget_illustration(stage: dict, whole: dict, occurrences: int) -> list[dict
     return rows
 
 
+def process_reference(workload) -> str:
+    """How a fresh process loads ``workload`` again: a built-in's name, a program's FILE.py:FUNCTION."""
+    source = getattr(workload, "source", None)
+    if source:
+        return source
+    try:
+        from weft.workloads import WORKLOADS
+    except ModuleNotFoundError:
+        WORKLOADS = {}  # noqa: N806
+    if workload.name in WORKLOADS:
+        return workload.name
+    raise BenchError(f"workload {workload.name} lives only in this process, so --processes cannot load it in a"
+                     " fresh one; put it in a file and bench FILE.py:FUNCTION instead")
+
+
 def run_bench(workload_name, options: BenchOptions, profile, progress=None) -> dict:
     """Run the whole benchmark and return the result (JSON-ready dict)."""
     context = build_context(workload_name, options.params, options.seed, options.stage)
@@ -230,7 +245,7 @@ def run_bench(workload_name, options: BenchOptions, profile, progress=None) -> d
     }
     if options.processes:
         labels = [section["baseline"], section["control"]] + section["candidates"]
-        job = {"workload": context.workload.name, "params": context.params, "seed": options.seed,
+        job = {"workload": process_reference(context.workload), "params": context.params, "seed": options.seed,
                "stage": options.stage, "threads": options.threads, "allow_test_arms": options.allow_test_arms,
                "warmup": 1, "reps": options.process_reps, "inner": section["inner_calls_per_round"]}
         rounds = options.processes + options.processes % 2

@@ -1,4 +1,4 @@
-"""The verdict rule of BENCHMARKING.md, as pure arithmetic over raw rounds.
+"""The verdict rule of docs/benchmarking.md, as pure arithmetic over raw rounds.
 
 Rounds come in *blocks*: every arm runs twice per block, in a palindrome
 (``A B B A``, then ``B A A B``), so each arm has a *first* and a *second*

@@ -24,8 +24,10 @@ from weft.codegen.body import (
     Counter,
     c_literal,
 )
+from weft.codegen.contraction import render_contraction
 from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
+from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
 _IDENTITY_INT = {
@@ -527,6 +529,8 @@ def render_function(function: LoweredFunction) -> str:
             render_gemm(nest, lines, indent)
         elif isinstance(nest, MemberNest):
             _NestWriter(nest, lines, counter).write(indent)
+        elif isinstance(nest, ContractionNest):
+            render_contraction(nest, lines, indent, counter)
         else:  # a nest that renders itself (weft.lower.online.OnlinePass)
             nest.render(lines, indent, counter)
     if function.tile_loop is not None:

@@ -4,7 +4,12 @@ The runner executes the plan in one call from Python (the CPU analogue of
 capturing a graph)::
 
     int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads);
-    int wf_run_profile(..., double *wf_seconds);   /* same calls, timed per function */
+    int wf_run_profile(..., double *wf_seconds);   /* same calls, timed per call */
+
+Both run ``wf_steps``: a loop over a table of steps, each calling one lowered
+function through a small ``wf_call_N`` with the pointers of its buffers (a function
+shared by identical regions is called once per occurrence, each time with that
+occurrence's buffers). Only the table grows with the depth of a plan.
 
 Both return 0, or 1 + the index of the function whose gather index was out of
 range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
@@ -12,11 +17,11 @@ range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
 
 from __future__ import annotations
 
-from weft.codegen.body import STORAGE_TYPE
 from weft.codegen.prelude import prelude
 from weft.codegen.render import render_function
 from weft.ir import Plan
 from weft.lower.nest import LoweredPlan
+from weft.lower.reuse import distinct_functions
 from weft.runtime.memory import ArenaPlan
 
 _GLOBALS = """\
@@ -32,52 +37,92 @@ static double wfc_now(void) {
 """
 
 
-def _pointer_setup(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> list[str]:
-    views = {}
+def _buffer_table(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> tuple[dict[str, int], list[tuple[int, int]]]:
+    """Every buffer a call passes -> its slot, and per slot (kind, where): 0 = ``wf_in[where]``,
+    1 = ``wf_out[where]``, 2 = ``wf_arena + where``."""
+    inputs = {name: position for position, name in reversed(list(enumerate(plan.inputs)))}
+    outputs = {name: position for position, name in enumerate(dict.fromkeys(plan.outputs))}
+    offsets = {placement.buffer: placement.offset for placement in arena.placements}
+    slots: dict[str, int] = {}
+    table: list[tuple[int, int]] = []
     for function in lowered.functions:
         for view in function.params:
-            views.setdefault(view.buffer, view)
-    lines = []
-    outputs = list(dict.fromkeys(plan.outputs))
-    for name, view in views.items():
-        ctype = STORAGE_TYPE[view.dtype]
-        if name in plan.inputs:
-            source = f"wf_in[{plan.inputs.index(name)}]"
-        elif name in outputs:
-            source = f"wf_out[{outputs.index(name)}]"
-        else:
-            source = f"wf_arena + {arena.offset(name)}"
-        lines.append(f"    {ctype} *{view.pointer} = ({ctype} *)({source});")
-    return lines
+            if view.buffer in slots:
+                continue
+            slots[view.buffer] = len(table)
+            if view.buffer in inputs:
+                table.append((0, inputs[view.buffer]))
+            elif view.buffer in outputs:
+                table.append((1, outputs[view.buffer]))
+            else:
+                table.append((2, offsets[view.buffer]))
+    return slots, table
 
 
-def _runner(name: str, plan: Plan, lowered: LoweredPlan, arena: ArenaPlan, profile: bool) -> str:
-    extra = ", double *wf_seconds" if profile else ""
-    lines = [
-        f"int {name}(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads{extra}) {{",
+def _array(ctype: str, name: str, values: list[int]) -> str:
+    rows = [", ".join(str(v) for v in values[start:start + 24]) for start in range(0, len(values), 24)]
+    body = ",\n    ".join(rows) if rows else "0"
+    return f"static const {ctype} {name}[{max(1, len(values))}] = {{\n    {body}\n}};"
+
+
+def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
+    """The runner as data: a slot per buffer (where its pointer comes from), one small
+    ``wf_call_N`` per distinct function (its arguments taken from slots), and the steps
+    (which call, which slots). The C the compiler sees grows with distinct functions;
+    a deeper plan only adds table entries."""
+    slots, table = _buffer_table(plan, lowered, arena)
+    callers: dict[str, int] = {}
+    lines = ["typedef int (*wf_step_fn)(void *const *wf_p, const int *wf_a);"]
+    for function in distinct_functions(lowered.functions):
+        callers[function.name] = len(callers)
+        args = ", ".join(f"wf_p[wf_a[{n}]]" for n in range(len(function.params)))
+        lines.append(f"static int wf_call_{callers[function.name]}(void *const *wf_p, const int *wf_a) "
+                     f"{{ (void)wf_p; (void)wf_a; return {function.name}({args}); }}")
+    steps, starts, arguments = [], [], []
+    for function in lowered.functions:
+        steps.append(callers[function.name])
+        starts.append(len(arguments))
+        arguments += [slots[view.buffer] for view in function.params]
+    lines.append(f"static const wf_step_fn wf_callers[{max(1, len(callers))}] = {{"
+                 + ", ".join(f"wf_call_{n}" for n in range(len(callers))) + "};")
+    lines.append(_array("int", "wf_step_caller", steps))
+    lines.append(_array("int", "wf_step_args", starts))
+    lines.append(_array("int", "wf_args", arguments))
+    lines.append(_array("signed char", "wf_slot_kind", [kind for kind, _ in table]))
+    lines.append(_array("long", "wf_slot_where", [where for _, where in table]))
+    lines += [
+        "static int wf_steps(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
+        " double *wf_seconds) {",
         "#ifdef _OPENMP",
         "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
         "#endif",
-        "    (void)wf_in; (void)wf_out; (void)wf_arena;",
+        f"    void *wf_p[{max(1, len(table))}];",
+        f"    for (long wf_s = 0; wf_s < {len(table)}; wf_s++) {{",
+        "        long wf_w = wf_slot_where[wf_s];",
+        "        wf_p[wf_s] = wf_slot_kind[wf_s] == 0 ? wf_in[wf_w]"
+        " : wf_slot_kind[wf_s] == 1 ? wf_out[wf_w] : (void *)(wf_arena + wf_w);",
+        "    }",
+        f"    for (int wf_k = 0; wf_k < {len(steps)}; wf_k++) {{",
+        "        double wf_t0 = wf_seconds ? wfc_now() : 0.0;",
+        "        if (wf_callers[wf_step_caller[wf_k]](wf_p, wf_args + wf_step_args[wf_k])) return wf_k + 1;",
+        "        if (wf_seconds) wf_seconds[wf_k] += wfc_now() - wf_t0;",
+        "    }",
+        "    return 0;", "}", "",
+        "int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads) {",
+        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, 0);", "}", "",
+        "int wf_run_profile(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
+        " double *wf_seconds) {",
+        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, wf_seconds);", "}", "",
     ]
-    lines += _pointer_setup(plan, lowered, arena)
-    for position, function in enumerate(lowered.functions):
-        args = ", ".join(view.pointer for view in function.params)
-        if profile:
-            lines.append("    { double wf_t0 = wfc_now();")
-            lines.append(f"      if ({function.name}({args})) return {position + 1};")
-            lines.append(f"      wf_seconds[{position}] += wfc_now() - wf_t0; }}")
-        else:
-            lines.append(f"    if ({function.name}({args})) return {position + 1};")
-    lines += ["    return 0;", "}", ""]
     return "\n".join(lines)
 
 
 def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
-    """The complete C translation unit for a lowered plan."""
-    parts = [f"/* Weft plan {plan.name}: {len(lowered.functions)} functions, contract {lowered.contract} */",
-             prelude(lowered.lanes), _GLOBALS]
-    parts += [render_function(function) for function in lowered.functions]
-    parts.append(_runner("wf_run", plan, lowered, arena, profile=False))
-    parts.append(_runner("wf_run_profile", plan, lowered, arena, profile=True))
+    """The complete C translation unit for a lowered plan: each distinct function once
+    (``weft.lower.reuse``), called by the runner once per occurrence with its own buffers."""
+    distinct = distinct_functions(lowered.functions)
+    parts = [f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
+             f" contract {lowered.contract} */", prelude(lowered.lanes), _GLOBALS]
+    parts += [render_function(function) for function in distinct]
+    parts.append(_runner(plan, lowered, arena))
     return "\n".join(parts)

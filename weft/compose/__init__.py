@@ -1,4 +1,4 @@
-"""The composition engine (DESIGN.md §5): regions grown from anchors, signatures,
+"""The composition engine (docs/design.md §5): regions grown from anchors, signatures,
 the rescaling rewrite derived from member bodies, and the explanation of it all.
 No fusion pattern is written anywhere here.
 

@@ -15,7 +15,7 @@ import importlib
 
 from weft.compose.explain import explain_plan
 from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS
+from weft.config import CONTRACTS, DEFAULT_FUSION
 from weft.errors import WorkloadError
 
 
@@ -61,6 +61,9 @@ def run_explain(args: argparse.Namespace) -> int:
         config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
         pricing = region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
     print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
+    if fusion == "off":
+        print(f"(fusion {fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
+              " greedy would fuse)")
     return 0
 
 
@@ -69,9 +72,10 @@ def register(subparsers) -> None:
         "explain",
         help="show anchors, candidate regions, the chosen regions, the rewrite and every member left unfused",
     )
-    parser.add_argument("workload", help="a workload name (see `weft workloads`)")
+    parser.add_argument("workload", help="a workload name (see `weft workloads`) or your program FILE.py:FUNCTION")
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
-    parser.add_argument("--fusion", choices=POLICIES, default="greedy", help="region policy (default: greedy)")
+    parser.add_argument("--fusion", choices=POLICIES, default=DEFAULT_FUSION,
+                        help=f"region policy (default: {DEFAULT_FUSION}, as weft.compile)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
     parser.add_argument("--prices", action="store_true",
                         help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")

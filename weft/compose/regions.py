@@ -1,4 +1,4 @@
-"""Regions grown backwards from anchors (DESIGN.md §5).
+"""Regions grown backwards from anchors (docs/design.md §5).
 
 An *anchor* is a member whose output something outside its region sees. A region
 grows backwards through the producers of what it reads. A producer joins only when
@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, expr_loads, index_axes
+from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,15 +98,28 @@ def plan_anchors(plan: Plan) -> tuple[str, ...]:
     return tuple(kernel.output for kernel in plan.kernels if kernel.output in plan.outputs)
 
 
+class _Extents:
+    """member -> {axis: extent}, computed for the members a growth actually visits."""
+
+    def __init__(self, kernels: dict[str, Kernel]) -> None:
+        self._kernels = kernels
+        self._extents: dict[str, dict[str, int]] = {}
+
+    def __getitem__(self, member: str) -> dict[str, int]:
+        if member not in self._extents:
+            self._extents[member] = {axis.name: axis.extent for axis in self._kernels[member].axes}
+        return self._extents[member]
+
+
 def map_tile_axis(
-    producer: Kernel, readers: tuple[Kernel, ...], tile_of: dict[str, str], extents: dict[str, dict[str, int]]
+    producer: Kernel, readers: tuple[Kernel, ...], tile_of: dict[str, str], extents
 ) -> tuple[str | None, str]:
     """The producer's output axis that carries the readers' tile axes, or (None, why not)."""
     buffer = producer.output
     dimension: int | None = None
     for reader in readers:
         tile = tile_of[reader.output]
-        for load in expr_loads(reader.body):
+        for load in reader.loads:
             if load.buffer != buffer:
                 continue
             touching = [d for d, index in enumerate(load.index) if tile in index_axes(index)]
@@ -125,14 +138,26 @@ def map_tile_axis(
     return producer.axes[dimension].name, ""
 
 
-def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Growth:
-    """Grow every candidate region from ``anchor``; ``available`` limits who may join."""
-    kernels = {kernel.output: kernel for kernel in plan.kernels}
+MAX_REGION_MEMBERS = 32
+"""Growth stops at this many members. Without a limit a plan whose members all tile along
+one axis (a stack of row-wise layers with no attention between them) grows every anchor
+back through the whole plan: quadratic candidates, each asked whether it lowers (issue 13:
+region_fit called 1,248 times for a 6-layer encoder). The largest region any built-in
+workload chooses has 12 members (a decode step's attention with its projections)."""
+
+
+def grow(
+    plan: Plan, anchor: str, available: frozenset[str] | None = None, limit: int | None = MAX_REGION_MEMBERS
+) -> Growth:
+    """Grow every candidate region from ``anchor``; ``available`` limits who may join, ``limit``
+    the members of the largest candidate (None: no limit)."""
+    index = plan.index
+    kernels = index.kernels
     if anchor not in kernels:
         raise KeyError(f"{anchor} is not a member of plan {plan.name}")
-    order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
-    readers = plan.readers()
-    extents = {name: {axis.name: axis.extent for axis in kernel.axes} for name, kernel in kernels.items()}
+    order = index.position
+    readers = index.readers
+    extents = _Extents(kernels)
 
     members = [anchor]
     # one tiling option per anchor output axis: member -> its axis carrying that tile
@@ -153,6 +178,9 @@ def grow(plan: Plan, anchor: str, available: frozenset[str] | None = None) -> Gr
     # than it, so it can never join afterwards; one pass decides each producer.
     while heap:
         _, name = heapq.heappop(heap)
+        if limit is not None and len(members) >= limit:
+            refusals.append(Refusal(name, anchor, f"the region has reached {limit} members (the growth limit)"))
+            continue
         if available is not None and name not in available:
             refusals.append(Refusal(name, anchor, "already in another region"))
             continue
@@ -189,7 +217,7 @@ def grow_from_anchor(plan: Plan, anchor: str, available: frozenset[str] | None =
 
 def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options: dict[str, dict[str, str]]) -> Region:
     inside = set(members)
-    ordered = tuple(kernel.output for kernel in plan.kernels if kernel.output in inside)
+    ordered = tuple(sorted(members, key=plan.index.position.__getitem__))
     anchor = members[0]
     # Preferred tile axis first: the longest common axis (ties: the innermost), so
     # attention tiles over queries rather than over a batch axis of extent 1.
@@ -206,9 +234,9 @@ def _region(plan: Plan, kernels: dict[str, Kernel], members: list[str], options:
         members=ordered,
         tile_axes=tuple((name, tile_of[name]) for name in ordered if name in tile_of),
         anchor_axes=anchor_axes,
-        private=tuple(name for name in ordered if name != anchor and name not in plan.outputs),
+        private=tuple(name for name in ordered if name != anchor and name not in plan.index.outputs),
         inputs=tuple(reads),
-        outputs=tuple(name for name in ordered if name == anchor or name in plan.outputs),
+        outputs=tuple(name for name in ordered if name == anchor or name in plan.index.outputs),
         tile_maps=tuple(
             (axis.name, tuple((name, options[axis.name][name]) for name in ordered))
             for axis in kernels[anchor].axes if axis.name in options

@@ -230,7 +230,7 @@ def _split_extremum_fold(member: str, combiner: Combiner, term: Expr, axis: str,
 
 def derive_online_fold(plan: Plan, region: Region, contract: str = "inference") -> OnlineFold | RewriteRefusal | None:
     """The rescaling rewrite for ``region``; None when no fold reads another fold over its axis."""
-    kernels = {kernel.output: kernel for kernel in plan.kernels if kernel.output in region.members}
+    kernels = {name: plan.kernel(name) for name in region.members}
     elementwise = {name: kernel for name, kernel in kernels.items() if kernel.fold is None and name != region.anchor}
     folds: dict[str, tuple[Kernel, Expr]] = {}
     for name, kernel in kernels.items():
@@ -306,7 +306,7 @@ def _component(start: str, edges: dict[str, set[str]]) -> set[str]:
 def _dissolved(plan: Plan, region: Region, group: set[str], elementwise: dict[str, Kernel]) -> tuple[str, ...]:
     """Elementwise members read only by the merged folds (directly or through each other):
     inlined into the pass, they are never written (attention's E and P)."""
-    readers = plan.readers()
+    readers = plan.index.readers
     dissolved: set[str] = set()
     for name in reversed(region.members):
         if name in elementwise and readers[name] and all(r in group or r in dissolved for r in readers[name]):
@@ -317,7 +317,7 @@ def _dissolved(plan: Plan, region: Region, group: set[str], elementwise: dict[st
 def streamed_members(plan: Plan, region: Region, online: OnlineFold) -> dict[str, int]:
     """Private members read only by the pass, along the pass axis: computed per step of it
     (attention's scores). Returns member -> the dimension of its output the pass walks."""
-    readers = plan.readers()
+    readers = plan.index.readers
     group = set(online.members) | set(online.dissolved)
     terms = [(online.reference_term, online.reference_axis)] + [(d.term, d.fold_axis) for d in online.dependents]
     streamed: dict[str, int] = {}

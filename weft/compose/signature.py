@@ -1,10 +1,11 @@
-"""Canonical signatures of regions: identical regions are priced once.
+"""Canonical signatures of regions: identical regions are priced (and lowered) once.
 
 Every head of every block emits the same members under different buffer and
 axis names. The signature abstracts the names away (buffers numbered by first
-appearance, axes by position in their member) and keeps everything that changes
-the generated code or its cost: member bodies and index maps (layouts), extents,
-dtypes, which buffers are private, the tile axis and the numeric contract.
+appearance, axes by position in their member; ``weft.ir.canonical``) and keeps
+everything that changes the generated code or its cost: member bodies and index
+maps (layouts), extents, dtypes, which buffers are private, the tiling options
+(each member's axis carrying each common anchor axis) and the numeric contract.
 
     s[i,j] = sum_d q[i,d]*k[j,d]  (head 0)  and  s7[a,b] = sum_c q7[a,c]*k7[b,c]  (head 7)
     -> the same signature
@@ -15,44 +16,21 @@ from __future__ import annotations
 import hashlib
 
 from weft.compose.regions import Region
-from weft.compose.substitute import rename_buffers, substitute_axes
-from weft.ir import AxisIndex, Plan, expr_loads
+from weft.ir import Plan
+from weft.ir.canonical import Canonical, canonical_tiled_group
+
+
+def region_canonical(plan: Plan, region: Region, contract: str) -> Canonical:
+    """The name-free key of ``region`` and its buffers in canonical order (see module doc)."""
+    return canonical_tiled_group(
+        plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, (contract,),
+        stable=True,
+    )
 
 
 def canonical_region(plan: Plan, region: Region, contract: str) -> tuple:
     """A name-free, hashable description of ``region`` (see module doc)."""
-    buffers = plan.buffer_map()
-    kernels = {kernel.output: kernel for kernel in plan.kernels}
-    names: dict[str, str] = {}
-
-    def name_of(buffer: str) -> str:
-        if buffer not in names:
-            names[buffer] = f"b{len(names)}"
-        return names[buffer]
-
-    members = []
-    for member in region.members:
-        kernel = kernels[member]
-        for load in expr_loads(kernel.body):
-            name_of(load.buffer)
-        name_of(member)
-        axis_names = {axis.name: AxisIndex(f"a{n}") for n, axis in enumerate(kernel.axes)}
-        axis_names.update({axis.name: AxisIndex(f"f{n}") for n, axis in enumerate(kernel.fold_axes)})
-        body = rename_buffers(substitute_axes(kernel.body, axis_names), names)
-        tile = region.tile_axis_of(member)
-        tile_position = next((n for n, axis in enumerate(kernel.axes) if axis.name == tile), None)
-        members.append((
-            names[member],
-            tuple(axis.extent for axis in kernel.axes),
-            (kernel.fold.combiner.value, tuple(axis.extent for axis in kernel.fold.axes)) if kernel.fold else None,
-            repr(body),
-            tile_position,
-        ))
-    described = tuple(
-        (canonical, buffers[name].shape, buffers[name].dtype.value, name in region.private)
-        for name, canonical in names.items()
-    )
-    return (contract, tuple(members), described)
+    return region_canonical(plan, region, contract).key
 
 
 def region_signature(plan: Plan, region: Region, contract: str) -> str:

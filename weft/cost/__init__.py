@@ -1,4 +1,4 @@
-"""Costs (DESIGN.md section 6): the calibrated machine profile, the cycle model and the search.
+"""Costs (docs/design.md section 6): the calibrated machine profile, the cycle model and the search.
 
 - ``machine``: the profile (caches, lanes, clock, bandwidth per level at 1 and N threads, FMA
   peak, exp/log/divide rates, parallel-region, runner-call and first-touch costs), measured

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
 from weft.lower.access import Access, address_step, load_access
+from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
 ARITHMETIC = frozenset({
@@ -138,8 +139,10 @@ def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], s
     return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
 
 
-def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], contract: str) -> NestFacts:
-    """The numbers of one nest (a BLAS call is priced as a contraction at the GEMM rate)."""
+def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: frozenset[str],
+               contract: str) -> NestFacts:
+    """The numbers of one nest (a BLAS call, and the contraction microkernel, are priced as a
+    contraction at the GEMM rate; a microkernel's epilogue is not priced yet)."""
     from weft.ir import AxisIndex, Load, expr_loads
 
     kernel = nest.kernel
@@ -149,6 +152,11 @@ def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], co
     if isinstance(nest, GemmCall):
         views = {view.buffer: view for view in (nest.a, nest.b, nest.c)}
         vector_axis, span, block_axis, rows, lanes, chains, parallel = kernel.axes[-1].name, 64, None, 1, 16, 24, True
+    elif isinstance(nest, ContractionNest):
+        views = {view.buffer: view for view in nest.views}
+        b = nest.blocking
+        vector_axis, span, block_axis, rows, lanes = nest.column_axis, b.nr, None, 1, nest.lanes
+        chains, parallel = b.mr * b.nr // nest.lanes, nest.parallel
     else:
         views = {view.buffer: view for view in nest.views}
         lanes = nest.lanes
@@ -180,10 +188,10 @@ def nest_facts(nest: MemberNest | GemmCall, scratch_pointers: frozenset[str], co
         ops=count_ops(kernel, fused_fma),
         accesses=tuple(accesses),
         parallel=parallel,
-        library=isinstance(nest, GemmCall),
+        library=isinstance(nest, GemmCall | ContractionNest),
         fused_fma=fused_fma,
-        blocks_per_item=0 if isinstance(nest, GemmCall) else nest.blocks_per_item,
-        transposed=not isinstance(nest, GemmCall) and nest.transpose_fold,
+        blocks_per_item=nest.blocks_per_item if isinstance(nest, MemberNest) else 0,
+        transposed=isinstance(nest, MemberNest) and nest.transpose_fold,
     )
 
 
@@ -308,7 +316,7 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
     nests: list[NestFacts] = []
     one_pass = False
     for nest in function.nests:
-        if isinstance(nest, MemberNest | GemmCall):
+        if isinstance(nest, MemberNest | GemmCall | ContractionNest):
             nests.append(nest_facts(nest, pointers, contract))
         elif hasattr(nest, "streamed_nests") and hasattr(nest, "reference"):
             one_pass = True

@@ -1,4 +1,4 @@
-"""The fusion-opportunity signature (BACKGROUND.md), found from the IR alone.
+"""The fusion-opportunity signature (docs/benchmarking.md, "Where fusion pays"), found from the IR alone.
 
 All three marks must hold:
 

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", help="workload name (weft workloads lists them)")
+    parser.add_argument("workload", help="workload name (weft workloads lists them) or your program FILE.py:FUNCTION")
     parser.add_argument("--set", "--size", dest="size", action="append", default=[], metavar="KEY=VALUE", help="set a workload parameter")
     parser.add_argument("--sizes", metavar="N1,N2", help="two sizes of the sequence axis for memory scaling (default: N, 2N)")
     parser.add_argument("--arm", default="unfused", help="Weft arm to profile (default unfused; see weft bench --help)")

@@ -1,4 +1,4 @@
-"""The profiling procedure of BACKGROUND.md, cheapest step first.
+"""The profiling procedure of docs/benchmarking.md, cheapest step first.
 
 1. time the whole step (the baseline);
 2. break it down per lowered function (member or fused region), sort, keep the top ten;

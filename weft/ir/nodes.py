@@ -17,7 +17,7 @@ an index (gather: embedding lookup, cross-entropy targets).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class DType(enum.Enum):
@@ -359,6 +359,9 @@ class Kernel:
     axes: tuple[Axis, ...]
     body: Expr
     fold: Fold | None = None
+    # memo of ``loads`` (a pure function of ``body``): no part of the value, its equality or hash
+    _loads: tuple[Load, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _reads: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -377,9 +380,27 @@ class Kernel:
         return self.axes + self.fold_axes
 
     @property
+    def loads(self) -> tuple[Load, ...]:
+        """``expr_loads(self.body)``, walked once per kernel and remembered."""
+        if self._loads is None:
+            object.__setattr__(self, "_loads", expr_loads(self.body))
+        return self._loads
+
+    @property
     def reads(self) -> tuple[str, ...]:
         """Buffers read, in first-read order, without repeats."""
-        return tuple(dict.fromkeys(load.buffer for load in expr_loads(self.body)))
+        if self._reads is None:
+            object.__setattr__(self, "_reads", tuple(dict.fromkeys(load.buffer for load in self.loads)))
+        return self._reads
+
+    def __getstate__(self):
+        return (self.output, self.axes, self.body, self.fold)
+
+    def __setstate__(self, state) -> None:
+        for name, value in zip(("output", "axes", "body", "fold"), state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_loads", None)
+        object.__setattr__(self, "_reads", None)
 
     @property
     def is_contraction(self) -> bool:
@@ -397,6 +418,40 @@ class Kernel:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanIndex:
+    """Lookups over one plan, built once (``Plan.index``): members and buffers by name,
+    each member's position, and the readers of every buffer.
+
+    Passes ask these questions for every member of every candidate region; answering
+    each by scanning the plan made a compile quadratic in the number of members.
+    """
+
+    kernels: dict[str, Kernel]
+    buffers: dict[str, Buffer]
+    position: dict[str, int]
+    readers: dict[str, tuple[str, ...]]
+    outputs: frozenset[str]
+    # per-member facts derived on demand by later passes (``weft.ir.canonical``), kept with the plan
+    derived: dict[str, object] = field(default_factory=dict)
+
+
+def build_plan_index(plan: Plan) -> PlanIndex:
+    readers: dict[str, list[str]] = {buffer.name: [] for buffer in plan.buffers}
+    for kernel in plan.kernels:
+        for name in kernel.reads:
+            readers.setdefault(name, []).append(kernel.output)
+    for name in plan.outputs:
+        readers.setdefault(name, []).append(OUTSIDE)
+    return PlanIndex(
+        kernels={kernel.output: kernel for kernel in plan.kernels},
+        buffers={buffer.name: buffer for buffer in plan.buffers},
+        position={kernel.output: position for position, kernel in enumerate(plan.kernels)},
+        readers={name: tuple(names) for name, names in readers.items()},
+        outputs=frozenset(plan.outputs),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """Members in topological order, with the plan's inputs and outputs (by name)."""
 
@@ -405,34 +460,53 @@ class Plan:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     name: str = "plan"
+    # memo of ``index`` (a pure function of the fields above): no part of the value
+    _index: PlanIndex | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def index(self) -> PlanIndex:
+        """The plan's lookups, built on first use and kept with the (immutable) plan."""
+        if self._index is None:
+            object.__setattr__(self, "_index", build_plan_index(self))
+        return self._index
+
+    def __getstate__(self):
+        return (self.buffers, self.kernels, self.inputs, self.outputs, self.name)
+
+    def __setstate__(self, state) -> None:
+        for name, value in zip(("buffers", "kernels", "inputs", "outputs", "name"), state, strict=True):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_index", None)
+
+    @property
+    def members(self) -> tuple[Kernel, ...]:
+        """The plan's members (kernels), in topological order: the documented name;
+        ``kernels`` is the same tuple."""
+        return self.kernels
 
     def buffer(self, name: str) -> Buffer:
-        for buffer in self.buffers:
-            if buffer.name == name:
-                return buffer
-        raise KeyError(name)
+        return self.index.buffers[name]
 
     def buffer_map(self) -> dict[str, Buffer]:
-        return {buffer.name: buffer for buffer in self.buffers}
+        return dict(self.index.buffers)
 
     def kernel(self, output: str) -> Kernel:
-        for kernel in self.kernels:
-            if kernel.output == output:
-                return kernel
-        raise KeyError(output)
+        return self.index.kernels[output]
 
     def producers(self) -> dict[str, Kernel]:
-        return {kernel.output: kernel for kernel in self.kernels}
+        return dict(self.index.kernels)
+
+    def position(self, output: str) -> int:
+        """Where member ``output`` runs in the plan (0 first)."""
+        return self.index.position[output]
 
     def readers(self) -> dict[str, tuple[str, ...]]:
         """Buffer name -> names of the kernels reading it (plan outputs add '<output>')."""
-        result: dict[str, list[str]] = {buffer.name: [] for buffer in self.buffers}
-        for kernel in self.kernels:
-            for name in kernel.reads:
-                result.setdefault(name, []).append(kernel.output)
-        for name in self.outputs:
-            result.setdefault(name, []).append(OUTSIDE)
-        return {name: tuple(names) for name, names in result.items()}
+        return dict(self.index.readers)
+
+    def readers_of(self, buffer: str) -> tuple[str, ...]:
+        """The kernels reading ``buffer`` ('<output>' for a plan output), without copying the index."""
+        return self.index.readers.get(buffer, ())
 
 
 OUTSIDE = "<output>"

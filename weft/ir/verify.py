@@ -150,7 +150,7 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
     if len(set(names)) != len(names):
         raise _Problem(f"repeats an axis name among {names}")
     for axis in kernel.all_axes:
-        if axis.extent < 0:
+        if axis.extent < 0:  # 0: an empty tensor (a loop that runs no times; a fold over it is its identity)
             raise _Problem(f"axis {axis.name} has extent {axis.extent}; extents must be >= 0")
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
     used = expr_axes(kernel.body)
@@ -171,6 +171,7 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             raise _Problem("folds over bool values are not supported: cast to float32 or int")
         if kernel.fold.combiner not in Combiner:
             raise _Problem(f"unknown combiner {kernel.fold.combiner!r}")
+    never_evaluated = any(axis.extent == 0 for axis in kernel.all_axes)  # an empty loop: no index is read
     for node in walk_expr(kernel.body):
         if not isinstance(node, Load):
             continue
@@ -188,8 +189,8 @@ def verify_kernel(kernel: Kernel, buffers: Mapping[str, Buffer], available: set[
             for inner in _index_of_values(index):
                 if not expr_dtype(inner, buffers).is_int:
                     raise _Problem(f"gather index into {node.buffer} must be an integer expression")
-            if node.padding is not None or 0 in extents.values():
-                continue  # padded, or never evaluated (an empty output or fold axis)
+            if node.padding is not None or never_evaluated:
+                continue
             bounds = index_range(index, extents)
             if bounds is not None and (bounds[0] < 0 or bounds[1] >= extent):
                 raise _Problem(

@@ -23,7 +23,16 @@ buffers that became scratch, and list them in ``LoweredFunction.private``:
 neither plan inputs/outputs nor private. ``tests/lower/test_hooks.py`` builds such
 a function by hand.
 
-Nests are chosen in ``weft.lower.schedule`` (vector axis, register block,
+Identical groups (the same canonical form, ``weft.ir.canonical``: every layer of a
+decoder) are lowered once and the other occurrences call that function with their own
+buffers (``weft.lower.reuse``); ``LoweredPlan.functions`` lists the calls in execution
+order, and calls that share a function share its name.
+
+Every contraction (any view of its operands, any leading axes) is served by one
+packed microkernel, ``weft.lower.contraction.ContractionNest`` (C in
+``weft.codegen.contraction``), unfused or fused with its elementwise tail as an
+epilogue (``weft.lower.contraction_epilogue``). Other nests are chosen in
+``weft.lower.schedule`` (vector axis, register block,
 packed panels, transposed tiles for Strict row reductions, fold lanes under
 Inference) and rendered by ``weft.codegen``; a nest type the C renderer does not
 know may render itself (``nest.render(lines, indent, counter)``).

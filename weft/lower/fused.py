@@ -33,9 +33,12 @@ from dataclasses import dataclass
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
 from weft.errors import CompileError
-from weft.ir import AxisIndex, Kernel, Plan, expr_loads, index_axes
+from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
+from weft.ir.canonical import Canonical, canonical_tiled_group
 from weft.lower.access import Access, load_access, row_major_strides
+from weft.lower.contraction_epilogue import lower_contraction_region
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
+from weft.lower.reuse import SharedLowering
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
@@ -145,7 +148,7 @@ def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str,
     (the member naming it, elements).
     """
     order = {name: position for position, name in enumerate(region.members)}
-    readers = plan.readers()
+    readers = plan.index.readers
     slot_of: dict[str, int] = {}
     slots: list[list] = []  # [first member, elements, dtype, last position]
     for name in region.private:
@@ -196,7 +199,7 @@ def starved_contraction(plan: Plan, region: Region, tiling: Tiling, lanes: int) 
         shape = dict(zip((axis.name for axis in kernel.axes), tile_shape(plan, name, tiling), strict=True))
         primary = tiling.axes[-1][0] if tiling.axes else None
         outer = {axis for axis, anchor_axis in tiling.member_axes(name).items() if anchor_axis != primary}
-        for load in expr_loads(kernel.body):
+        for load in kernel.loads:
             buffer = plan.buffer(load.buffer)
             # bytes of the operand that consecutive tiles (along the primary axis) share:
             # a head's keys stay in cache across that head's query tiles; a weight does not
@@ -270,13 +273,13 @@ def rows_innermost_pays(plan: Plan, member: str, private: set[str]) -> bool:
         return any(
             load.buffer not in private and load_access(load, row_major_strides(plan.buffer(load.buffer).shape), axis)
             is Access.CONTIGUOUS
-            for load in expr_loads(reader.body)
+            for load in reader.loads
         )
 
     if contiguous_global(kernel, kernel.axes[-1].name):
         return False
-    for reader in plan.kernels:
-        for load in expr_loads(reader.body):
+    for reader in (plan.kernel(name) for name in plan.readers_of(member) if name != OUTSIDE):
+        for load in reader.loads:
             if load.buffer != member:
                 continue
             inner = load.index[-1]
@@ -416,6 +419,9 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
     if region.tile_axis is None:
         return f"{region.anchor} has no output axis to tile along"
     views = views if views is not None else default_views(plan)
+    if target.microkernel and lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                                       target.contract, PARALLEL_MIN_WORK, lambda: "probe"):
+        return None
     if choose_tiling(plan, region, target.lanes) is not None:
         return None
     if online_lowering is not None:
@@ -450,42 +456,87 @@ def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
     )
 
 
+def _region_canonical(plan: Plan, region: Region, extra: tuple) -> Canonical:
+    return canonical_tiled_group(
+        plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, extra
+    )
+
+
 def region_fits(plan: Plan, target: Target, online_lowering=None):
-    """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``."""
+    """``region_fit`` bound to ``plan`` and ``target``: the ``fits`` of ``choose_regions``.
+
+    Answers are remembered by the region's canonical form: an identical candidate in
+    another layer is not fitted again."""
     views = default_views(plan)
-    return lambda region: region_fit(plan, region, target, online_lowering, views)
+    answers: dict[tuple, str | None] = {}
+
+    def fits(region: Region) -> str | None:
+        if not region.is_fused:
+            return None
+        key = _region_canonical(plan, region, ()).key
+        answer = answers.get(key, answers)  # hashes the (large) key once
+        if answer is answers:
+            answer = answers[key] = region_fit(plan, region, target, online_lowering, views)
+        return answer
+
+    return fits
 
 
 def lower_partition(
     plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None,
     tilings: dict[str, Tiling] | None = None,
 ) -> LoweredPlan:
-    """Every region of ``partition`` as one C function, in execution order.
+    """Every region of ``partition`` as one C function call, in execution order.
 
     ``online_lowering(plan, region, views, target, taken)`` may claim a region (the
     rescaled one-pass form under Inference) by returning a function, or None.
     A fused region that lowers neither way raises ``CompileError`` (choose the
     partition with ``fits=region_fits(...)`` so that it cannot happen). ``tilings`` (anchor ->
     ``Tiling``, the priced policy's choices) lowers those regions in the plain fused form
-    with that tiling.
+    with that tiling. Regions with the same canonical form (and the same chosen tiling)
+    are lowered once and share the function (``weft.lower.reuse``).
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
+    shared = SharedLowering(views)
     functions = []
     for region in partition.regions:
-        function = None
         chosen = (tilings or {}).get(region.anchor)
-        if region.is_fused and online_lowering is not None and chosen is None:
-            function = online_lowering(plan, region, views, target, taken)
-        if function is None and region.is_fused:
-            function = lower_region(plan, region, views, target, taken, tile, chosen)
-        if function is None and region.is_fused:
-            raise CompileError(
-                f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
-                f"{region_fit(plan, region, target, online_lowering, views)}; choose the partition with "
-                "fits=weft.lower.fused.region_fits(plan, target) so greedy takes a smaller candidate"
-            )
-        if function is None:
-            function = lower_group(plan, region.members, views, target, taken)
+        canonical = _region_canonical(
+            plan, region, ("tile", tile, online_lowering is not None, _tiling_form(plan, region, chosen)))
+        function = shared.lower(
+            canonical, region.members, region.private,
+            lambda region=region, chosen=chosen: _lower_one(
+                plan, region, views, target, taken, tile, online_lowering, chosen),
+        )
         functions.append(function)
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
+
+
+def _tiling_form(plan: Plan, region: Region, tiling: Tiling | None) -> tuple | None:
+    """A chosen tiling without names: (position of the anchor axis, extent, tile size) per axis."""
+    if tiling is None:
+        return None
+    order = [axis.name for axis in plan.kernel(region.anchor).axes]
+    return tuple((order.index(name), extent, size) for name, extent, size in tiling.axes)
+
+
+def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None) -> LoweredFunction:
+    function = None
+    if region.is_fused and target.microkernel:  # a contraction and its elementwise tail
+        function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
+                                            target.contract, PARALLEL_MIN_WORK,
+                                            lambda region=region: region_function_name(region, taken))
+    if function is None and region.is_fused and online_lowering is not None and chosen is None:
+        function = online_lowering(plan, region, views, target, taken)
+    if function is None and region.is_fused:
+        function = lower_region(plan, region, views, target, taken, tile, chosen)
+    if function is None and region.is_fused:
+        raise CompileError(
+            f"plan {plan.name}: region {region.anchor} ({' '.join(region.members)}) cannot be lowered fused: "
+            f"{region_fit(plan, region, target, online_lowering, views)}; choose the partition with "
+            "fits=weft.lower.fused.region_fits(plan, target) so greedy takes a smaller candidate"
+        )
+    if function is None:
+        function = lower_group(plan, region.members, views, target, taken)
+    return function

@@ -18,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.ir import AxisIndex, Buffer, DType, Kernel, Load, Plan, expr_loads
+from weft.ir.canonical import canonical_group
 from weft.lower.access import Access, address_step, load_access, row_major_strides, transposable
+from weft.lower.contraction import lower_contraction
 from weft.lower.gemm import match_gemm
 from weft.lower.nest import (
     AxisRange,
@@ -28,6 +30,7 @@ from weft.lower.nest import (
     LoweredPlan,
     MemberNest,
 )
+from weft.lower.reuse import SharedLowering
 
 # Work (output points x fold points) below which a nest runs on one thread: an
 # OpenMP fork costs a few microseconds, more than a small member's whole run.
@@ -44,6 +47,7 @@ class Target:
     lanes: int
     contract: str = "strict"
     use_blas: bool = False
+    microkernel: bool = True  # contractions run by the packed microkernel (weft.lower.contraction)
 
 
 def c_identifier(name: str, taken: set[str]) -> str:
@@ -294,6 +298,20 @@ def _extent(kernel: Kernel, axis: str) -> int:
     return next(a.extent for a in kernel.axes if a.name == axis)
 
 
+def lower_unfused(kernel: Kernel, views: dict[str, BufferView], target: Target):
+    """A member on its own: a BLAS call where asked for (``use_blas``), else the contraction
+    microkernel where it serves, else ``lower_member``."""
+    if target.use_blas and target.contract == "inference":
+        gemm = match_gemm(kernel, views)
+        if gemm is not None:
+            return gemm
+    if target.microkernel:
+        nest = lower_contraction(kernel, views, target.lanes, target.contract, PARALLEL_MIN_WORK)
+        if nest is not None:
+            return nest
+    return lower_member(kernel, views, target)
+
+
 def _function_name(members: tuple[str, ...], taken: set[str]) -> str:
     return "k" + c_identifier("_".join(members)[:48], taken)[1:]
 
@@ -303,10 +321,10 @@ def lower_group(
 ) -> LoweredFunction:
     """Members of one group, run one after another inside one C function (no tile loop)."""
     kernels = [plan.kernel(name) for name in group]
-    nests = tuple(lower_member(kernel, views, target) for kernel in kernels)
+    nests = tuple(lower_unfused(kernel, views, target) for kernel in kernels)
     params: dict[str, BufferView] = {}
     for nest in nests:
-        touched = nest.views if isinstance(nest, MemberNest) else (nest.a, nest.b, nest.c)
+        touched = (nest.a, nest.b, nest.c) if isinstance(nest, GemmCall) else nest.views
         for view in touched:
             params.setdefault(view.buffer, view)
     return LoweredFunction(
@@ -324,7 +342,12 @@ def lower_plan(plan: Plan, groups: tuple[tuple[str, ...], ...] | None, target: T
         groups = tuple((kernel.output,) for kernel in plan.kernels)
     views = default_views(plan)
     taken: set[str] = set()
-    functions = tuple(lower_group(plan, tuple(group), views, target, taken) for group in groups)
+    shared = SharedLowering(views)  # identical groups (every layer's) share one function
+    functions = tuple(
+        shared.lower(canonical_group(plan, tuple(group)), tuple(group), (),
+                     lambda group=group: lower_group(plan, tuple(group), views, target, taken))
+        for group in groups
+    )
     return LoweredPlan(functions=functions, buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
 
 

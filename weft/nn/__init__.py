@@ -46,6 +46,7 @@ from weft.nn.elementwise import (
 from weft.nn.linalg import attention, bmm, embedding, linear, matmul, rope, rope_2d
 from weft.nn.losses import cross_entropy
 from weft.nn.optim import adam_step
+from weft.nn.pool import avg_pool2d, batch_norm, max_pool2d
 from weft.nn.reduce import layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
 from weft.nn.tensor import (
     Spec,
@@ -84,6 +85,8 @@ __all__ = [
     "adam_step",
     "add",
     "attention",
+    "avg_pool2d",
+    "batch_norm",
     "bmm",
     "broadcast_shapes",
     "broadcast_to",
@@ -114,6 +117,7 @@ __all__ = [
     "logical_or",
     "matmul",
     "max",
+    "max_pool2d",
     "maximum",
     "mean",
     "min",

@@ -57,16 +57,26 @@ def conv2d(
 ) -> Tensor:
     """PyTorch's ``F.conv2d``: (N, C, H, W) or (C, H, W) input, (O, C/groups, KH, KW) weight."""
     _need_float("conv2d", x, weight, bias)
-    if x.ndim == 3 and weight.ndim == 4:  # unbatched, as PyTorch: a batch of one
+    if weight.ndim != 4:
+        raise ShapeError(f"conv2d: weight has rank {weight.ndim} (shape {weight.shape}); conv2d takes a rank-4"
+                         " weight (O, C/groups, KH, KW)")
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"conv2d: input has rank {x.ndim} (shape {x.shape}); conv2d takes a batched (N, C, H, W)"
+                         " or an unbatched (C, H, W) input")
+    if x.ndim == 3:  # unbatched, as PyTorch: a batch of one
         out = conv2d(reshape(x, (1, *x.shape)), weight, bias, stride, padding, dilation, groups)
         return reshape(out, out.shape[1:])
     if not isinstance(groups, int) or groups < 1:
         raise ShapeError(f"conv2d: groups must be a positive int, got {groups!r}")
-    if x.ndim != 4 or weight.ndim != 4 or x.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups:
+    if x.shape[1] != weight.shape[1] * groups:
+        per_group = f" ({weight.shape[1]} per group x groups={groups})" if groups > 1 else ""
         raise ShapeError(
-            f"conv2d: input {x.shape} and weight {weight.shape} do not fit with groups={groups}: need (N, C, H, W)"
-            " or (C, H, W) input and an (O, C/groups, KH, KW) weight with O divisible by groups"
+            f"conv2d: input {x.shape} has {x.shape[1]} channels but weight {weight.shape} expects"
+            f" {weight.shape[1] * groups}{per_group}: need (N, C, H, W) and (O, C/groups, KH, KW)"
         )
+    if weight.shape[0] % groups:
+        raise ShapeError(f"conv2d: weight {weight.shape} has {weight.shape[0]} output channels; need O divisible by"
+                         f" groups={groups}")
     (sy, sx), (dy, dx) = _pair("stride", stride), _pair("dilation", dilation)
     if min(sy, sx, dy, dx) < 1:
         raise ShapeError(f"conv2d: stride and dilation must be >= 1, got {stride}, {dilation}")

@@ -210,23 +210,26 @@ def minimum(a: Operand, b: Operand) -> Tensor:
 
 
 def pow(a: Operand, b: Operand) -> Tensor:  # noqa: A001 (mirrors the ** operator)
-    """``a ** b`` for a small non-negative integer exponent: repeated multiplication."""
-    if isinstance(a, Tensor) and isinstance(b, int | float) and float(b).is_integer() and 0 <= b <= 8:
-        exponent = int(b)
+    """``a ** b`` as PyTorch's ``pow``: any float exponent, a tensor exponent, or a Python
+    number base (``2 ** x``); one member (``weft/nn/power.py`` defines the body and its accuracy).
+    Integer tensors take non-negative integer exponents (repeated multiplication)."""
+    from weft.nn.power import general_power, scalar_power
 
-        def power(x: Expr) -> Expr:
-            if exponent == 0:
-                return Const(1.0 if a.dtype.is_float else 1, a.dtype)
-            result = x
-            for _step in range(exponent - 1):
-                result = Binary(BinaryOp.MUL, result, x)
-            return result
-
+    if isinstance(a, Tensor) and isinstance(b, int | float | np.integer | np.floating) and not isinstance(b, bool):
         _need_number("pow", a)
-        return elementwise("pow", (a,), power)
-    if isinstance(a, Tensor) and b == 0.5:
-        return sqrt(a)
-    raise DTypeError("pow: only a Tensor raised to an integer power 0..8 (or 0.5) is supported; use exp/log")
+        exponent = float(b)
+        return elementwise("pow", (a,), lambda x: scalar_power(x, exponent, a.dtype))
+    if isinstance(a, bool) or isinstance(b, bool):
+        raise DTypeError("pow: a bool base or exponent is not supported; cast to float32 first")
+    for operand in (a, b):
+        if isinstance(operand, Tensor) and not operand.dtype.is_float:
+            raise DTypeError(f"pow: a tensor exponent or a number base needs float32 tensors, got "
+                             f"{operand.dtype.value} of shape {operand.shape}; cast with weft.nn.cast(x, 'float32')")
+    if isinstance(a, int | np.integer):
+        a = float(a)
+    if isinstance(b, int | np.integer):
+        b = float(b)
+    return elementwise("pow", (a, b), general_power)
 
 
 def square(x: Tensor) -> Tensor:

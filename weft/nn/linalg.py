@@ -3,7 +3,7 @@ embedding lookup and rotary embeddings.
 
 A contraction is one member whose fold sums a product of two loads; transposes
 and broadcasts of its operands live in the Load index maps. Attention is six
-members (DESIGN.md section 5)::
+members (docs/design.md, section 5)::
 
     scores[b,h,i,j] = sum_d q[b,h,i,d] * k[b,h//g,j,d] * scale   (causal / bool mask: where(.., -inf))
     max[b,h,i]      = max_j scores                               (float mask added here and in exp)

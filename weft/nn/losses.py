@@ -16,10 +16,13 @@ Members, for rows r (every dim but the last, the classes c)::
 
 ``ce_max`` and ``ce_sumexp`` are the pair the one-pass (online) rewrite fuses; every form
 keeps them. Classes are the last dim (PyTorch puts them at dim 1 of an (N, C, d1, ...)
-input: ``permute`` first). A mean over only ignored targets is 0/0 = NaN, as in PyTorch.
+input: ``permute`` first). A mean over only ignored targets, or over no rows, is 0/0 = NaN, as
+in PyTorch.
 """
 
 from __future__ import annotations
+
+import math
 
 from weft.errors import DTypeError, ShapeError
 from weft.ir import (
@@ -37,6 +40,7 @@ from weft.ir import (
     UnaryOp,
     Where,
 )
+from weft.nn.elementwise import mul
 from weft.nn.tensor import Tensor, axis_index, current_tracer
 from weft.nn.views import reshape
 
@@ -133,10 +137,9 @@ class _Loss:
         value = loss.read(self.rows)
         if reduction == "sum":
             return self.tracer.emit("ce_sum", (), value, DType.FLOAT32, fold)
+        if loss.size == 0:  # the mean of no losses is 0/0 = NaN, as in PyTorch (a fold's term never runs)
+            return mul(self.tracer.emit("ce_sum", (), value, DType.FLOAT32, fold), math.nan)
         if ignored is None:
-            if loss.size == 0:
-                raise ShapeError(f"cross_entropy: the mean over an empty batch {loss.shape} is undefined;"
-                                 " use reduction='sum' or skip empty batches")
             return self.tracer.emit("ce_mean", (), _mul(value, Const(1.0 / loss.size)), DType.FLOAT32, fold)
         kept = Where(ignored, Const(0.0), Const(1.0))
         count = self.tracer.emit("ce_count", (), kept, DType.FLOAT32, fold)

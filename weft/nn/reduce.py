@@ -112,21 +112,28 @@ def sum(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fal
     return reduce("sum", x, axis, Combiner.SUM, keepdims, dtype=dtype)
 
 
+def _need_elements(op: str, x: Tensor, axis: int | Sequence[int] | None) -> None:
+    """max and min of nothing have no value: refused, as PyTorch does (sum and mean are 0 and NaN)."""
+    if not isinstance(x, Tensor) or 0 not in x.shape:
+        return  # reduce() names a wrong type
+    if _count(op, x, axis) == 0:
+        raise ShapeError(f"{op}: reduces an axis of extent 0 (input {x.shape}, axis {axis}); {op} of no elements has"
+                         " no value (PyTorch refuses it too): check the shape, or mask with where() and use sum")
+
+
+def _reciprocal(count: int) -> float:
+    """1/count for a mean; NaN over no elements (0/0, as PyTorch's mean of an empty axis)."""
+    return 1.0 / count if count else math.nan
+
+
 def max(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    _nonempty_reduction("max", x, axis)
+    _need_elements("max", x, axis)
     return reduce("max", x, axis, Combiner.MAX, keepdims)
 
 
 def min(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    _nonempty_reduction("min", x, axis)
+    _need_elements("min", x, axis)
     return reduce("min", x, axis, Combiner.MIN, keepdims)
-
-
-def _nonempty_reduction(op: str, x: Tensor, axis: int | Sequence[int] | None) -> None:
-    """PyTorch's ``amax``/``amin`` raise on an empty reduced axis (there is no identity to give)."""
-    if isinstance(x, Tensor) and x.ndim and _count(op, x, axis) == 0:
-        raise ShapeError(f"{op}: cannot reduce an empty axis of shape {x.shape} (PyTorch raises too);"
-                         " check the extent before reducing")
 
 
 def _count(op: str, x: Tensor, axis: int | Sequence[int] | None) -> int:
@@ -144,10 +151,10 @@ def mean(x: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = Fa
     """One member: ``sum_axes x * (1/N)``."""
     _need_float("mean", x)
     count = _count("mean", x, axis)
-    if count == 0:  # PyTorch: the mean of nothing is NaN (0 * NaN of the empty sum)
-        from weft.nn.elementwise import add
+    if count == 0:  # the term is never evaluated over no elements: 0/0 is applied to the (zero) sum
+        from weft.nn.elementwise import mul
 
-        return add(reduce("mean", x, axis, Combiner.SUM, keepdims), math.nan)
+        return mul(reduce("mean_sum", x, axis, Combiner.SUM, keepdims), math.nan)
     return reduce("mean", x, axis, Combiner.SUM, keepdims, lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / count)))
 
 
@@ -187,11 +194,6 @@ class _Rows:
         return tensor.read(axis_index(self.row_axes))
 
 
-def _at_least_one(count: int) -> int:
-    """Normalised dims of extent 0 leave the output empty: the scale is never used."""
-    return count or 1
-
-
 def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
     return tuple(range(x.ndim - k, x.ndim))
 
@@ -229,6 +231,9 @@ def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
 def _normalized_dims(op: str, x: Tensor, normalized_shape: int | Sequence[int] | None) -> int:
     if normalized_shape is None:
         return 1
+    if isinstance(normalized_shape, Tensor):
+        raise ShapeError(f"{op}: normalized_shape must be ints (as in PyTorch), got {normalized_shape!r}; pass the"
+                         f" weight by name: {op}(x, weight=w, bias=b) or {op}(x, {x.shape[-1]}, w, b)")
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != shape:
         raise ShapeError(f"{op}: normalized_shape {shape} does not match the trailing dims of input {x.shape}")
@@ -265,7 +270,7 @@ def layer_norm(
     if normalized_shape is None and weight is not None:
         normalized_shape = weight.shape
     rows = _Rows(x, _trailing(x, _normalized_dims("layer_norm", x, normalized_shape)))
-    scale = Const(1.0 / _at_least_one(rows.count))
+    scale = Const(_reciprocal(rows.count))
     mean_ = rows.emit_row("ln_mean", Binary(BinaryOp.MUL, x.read(rows.full_index(True)), scale), Combiner.SUM)
     centered = rows.emit_full("ln_centered", _sub(x.read(rows.full_index(False)), rows.row(mean_)))
     shrink = Const(_SHRINK)
@@ -290,7 +295,7 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     _need_float("rms_norm", x)
     rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
     value = x.read(rows.full_index(True))
-    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(1.0 / _at_least_one(rows.count))), Combiner.SUM)
+    mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(_reciprocal(rows.count))), Combiner.SUM)
     inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from weft.arguments import describe_value, flatten, map_leaves
 from weft.errors import DTypeError, ShapeError, WeftError
 from weft.ir import (
     Axis,
     AxisIndex,
     Buffer,
+    Const,
     DType,
     Expr,
     Fold,
@@ -86,12 +88,16 @@ def spec(shape: Sequence[int] | int, dtype: object = "float32", param: bool = Fa
     """
     if isinstance(shape, int | np.integer):
         shape = (int(shape),)
+    if hasattr(shape, "shape") and hasattr(shape, "dtype") and (
+            len(shape.shape) != 1 or not np.issubdtype(np.dtype(shape.dtype), np.integer)):
+        raise ShapeError(f"weft.spec takes a shape, got {describe_value(shape)}; for an array x pass"
+                         " weft.spec(x.shape, x.dtype)")
     try:
         dims = tuple(int(n) for n in shape)
     except TypeError:
-        raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {shape!r}") from None
+        raise ShapeError(f"weft.spec: shape must be a tuple of ints, got {describe_value(shape)}") from None
     if any(n < 0 for n in dims):
-        raise ShapeError(f"weft.spec: shape {dims} has a negative extent; every extent must be >= 0")
+        raise ShapeError(f"weft.spec: shape {dims} has a negative extent; extents are >= 0 (0: an empty tensor)")
     return Spec(dims, as_dtype(dtype), bool(param))
 
 
@@ -287,6 +293,8 @@ class Tracer:
         """Record one member writing a new buffer; return the tensor that reads it."""
         name = self.unique(label)
         extents = {axis.name: axis.extent for axis in tuple(axes) + (fold.axes if fold else ())}
+        if any(axis.extent == 0 for axis in axes):  # an empty output: nothing to compute, nothing to read
+            body, fold = Const(False if dtype is DType.BOOL else 0.0 if dtype.is_float else 0, dtype), None
         kernel = Kernel(name, tuple(axes), simplify_expr(body, extents), fold)
         self.kernels.append(kernel)
         self.dtypes[name] = dtype
@@ -321,7 +329,7 @@ def materialize(tensor: Tensor, label: str = "copy") -> Tensor:
     return tensor.tracer.emit(label, axes, tensor.read(axis_index(axes)), tensor.dtype)
 
 
-def _parameter_names(fn: Callable, count: int) -> list[str]:
+def _parameter_names(fn: Callable, count: int, keywords: Sequence[str] = ()) -> list[str]:
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -336,33 +344,80 @@ def _parameter_names(fn: Callable, count: int) -> list[str]:
     name = getattr(fn, "__name__", "fn")
     if len(names) < count:
         raise TraceError(f"weft.trace: {name} takes {len(names)} positional inputs but {count} specs were given")
-    required = [p for p in parameters if p.default is inspect.Parameter.empty
+    required = [p for p in parameters if p.default is inspect.Parameter.empty and p.name not in keywords
                 and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     if len(required) > count:
         raise TraceError(f"weft.trace: {name} needs {len(required)} inputs but {count} specs were given")
     return names[:count]
 
 
-def trace(fn: Callable[..., object], *specs: Spec, name: str | None = None) -> Plan:
+def _check_spec(name: str, item: object) -> Spec:
+    if isinstance(item, Spec):
+        return item
+    if hasattr(item, "shape") and hasattr(item, "dtype"):
+        shape, dtype = tuple(item.shape), getattr(item.dtype, "name", item.dtype)
+        raise TraceError(
+            f"weft.trace: input {name} is {describe_value(item)}, not a spec; describe it with"
+            f" weft.spec({shape}, {str(dtype)!r})"
+        )
+    raise TraceError(f"weft.trace: input {name} must be described with weft.spec(shape, dtype), got {describe_value(item)}")
+
+
+def _keyword_order(fn: Callable, keywords: dict[str, object], positional: Sequence[str]) -> list[str]:
+    """Keyword specs in ``fn``'s parameter order; a name ``fn`` cannot take is a TraceError."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        parameters = {}
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    for key in keywords:
+        if key in positional:
+            raise TraceError(f"weft.trace: input {key} was given both positionally and by keyword")
+        known = key in parameters and parameters[key].kind is not inspect.Parameter.POSITIONAL_ONLY
+        if parameters and not known and not accepts_any:
+            fn_name = getattr(fn, "__name__", "fn")
+            raise TraceError(f"weft.trace: {fn_name} has no parameter {key!r}; parameters: {', '.join(parameters)}")
+    order = list(parameters)
+    return sorted(keywords, key=lambda key: order.index(key) if key in order else len(order))
+
+
+def trace(fn: Callable[..., object], *specs: object, name: str | None = None, **named_specs: object) -> Plan:
     """Run ``fn`` over symbolic tensors described by ``specs``; return its verified Plan.
 
-    Inputs are named after ``fn``'s parameters; outputs are what ``fn`` returns (a
-    tensor or a tuple of tensors). Members not needed by any output are dropped; an
-    output that is a view (or an input) gets a copy member so a member writes it.
+    Each spec argument is a ``weft.spec`` or a pytree of them (a dict, list or tuple:
+    ``fn`` receives the same structure holding tensors); keyword specs are passed to
+    ``fn`` by keyword. Inputs are named after ``fn``'s parameters and, inside a pytree,
+    the keys / positions (``weights_wq``; see ``weft.arguments``). Outputs are what
+    ``fn`` returns (a tensor or a tuple of tensors). Members not needed by any output
+    are dropped; an output that is a view (or an input) gets a copy member so a member
+    writes it.
     """
-    for item in specs:
-        if not isinstance(item, Spec):
-            raise TraceError(f"weft.trace: inputs are described with weft.spec(shape, dtype), got {item!r}")
+    if not callable(fn):
+        raise TraceError(f"weft.trace: the first argument is the function to trace, got {describe_value(fn)}")
     tracer = Tracer()
-    arguments = [tracer.add_input(n, s) for n, s in zip(_parameter_names(fn, len(specs)), specs, strict=True)]
+    positional_names = _parameter_names(fn, len(specs), tuple(named_specs))
+    keyword_names = _keyword_order(fn, named_specs, positional_names)
+    tops = list(zip(positional_names, specs, strict=True)) + [(key, named_specs[key]) for key in keyword_names]
+    seen: set[str] = set()
+    for top, tree in tops:
+        for leaf_name, _ in flatten(tree, top):
+            if leaf_name in seen:
+                raise TraceError(f"weft.trace: two inputs would both be named {leaf_name!r}; rename a key")
+            seen.add(leaf_name)
+
+    def make_input(leaf_name: str, item: object) -> Tensor:
+        return tracer.add_input(leaf_name, _check_spec(leaf_name, item))
+
+    trees = {top: map_leaves(tree, make_input, top) for top, tree in tops}
     token = _CURRENT.set(tracer)
     try:
-        result = fn(*arguments)
+        result = fn(*(trees[n] for n in positional_names), **{key: trees[key] for key in keyword_names})
     finally:
         _CURRENT.reset(token)
     results = tuple(result) if isinstance(result, tuple | list) else (result,)
     if not results or not all(isinstance(r, Tensor) for r in results):
-        raise TraceError(f"weft.trace: the function must return a Tensor or a tuple of Tensors, got {result!r}")
+        raise TraceError(f"weft.trace: the function must return a Tensor or a tuple of Tensors, got "
+                         f"{describe_value(result)}")
     input_names = {b.name for b in tracer.inputs}
     outputs: list[str] = []
     for tensor in results:

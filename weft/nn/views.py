@@ -69,7 +69,8 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     if len(unknown) > 1 or any(d < -1 for d in dims):
         raise ShapeError(f"reshape: target shape {tuple(dims)} is invalid (extents >= 0, at most one -1)")
     if unknown and known == 0:
-        raise ShapeError(f"reshape: the -1 of {tuple(dims)} is ambiguous with an extent of 0; give every extent")
+        raise ShapeError(f"reshape: cannot reshape {x.shape} into {tuple(dims)}: with a 0 extent beside it, the -1"
+                         " could be any size; give every extent")
     if unknown:
         if x.size % known:
             raise ShapeError(f"reshape: cannot reshape {x.shape} ({x.size} elements) into {tuple(dims)}")
@@ -83,7 +84,7 @@ def reshape(x: Tensor, *shape: int | Sequence[int]) -> Tensor:
     if target == x.shape:
         return x
     source = x.shape
-    if x.size == 0:  # nothing is ever read: a member over it has an empty axis
+    if x.size == 0:  # no element is ever read: any in-form index will do
         return view(x, target, lambda index: tuple(IndexConst(0) for _ in source))
     return view(x, target, lambda index: reshape_index(source, target, index))
 

@@ -289,8 +289,15 @@ def run_all(plan: Plan, *arrays: np.ndarray) -> dict[str, np.ndarray]:
     return values
 
 
-def run(plan: Plan, *arrays: np.ndarray):
-    """The plan's outputs: one array, or a tuple when the plan has several."""
+def run(plan: Plan, *arrays: np.ndarray, **named: np.ndarray):
+    """The plan's outputs: one array, or a tuple when the plan has several.
+
+    Inputs as a compiled plan takes them: positionally in the plan's order, or by
+    name (``x=x, weights={"wq": wq}``; see ``weft.arguments``)."""
+    if named or any(not isinstance(array, np.ndarray) for array in arrays):
+        from weft.arguments import arrange_inputs
+
+        arrays = tuple(arrange_inputs(plan.name, plan.inputs, arrays, named))
     values = run_all(plan, *arrays)
     outputs = tuple(values[name] for name in plan.outputs)
     return outputs[0] if len(outputs) == 1 else outputs

@@ -11,21 +11,27 @@ from __future__ import annotations
 from weft.errors import WorkloadError
 from weft.workloads.base import Workload
 from weft.workloads.kernels import ADAM, ATTENTION, CROSS_ENTROPY, LAYERNORM, SOFTMAX
+from weft.workloads.program import is_program_reference, load_program, program_workload
 from weft.workloads.qwen import QWEN_DECODE_STEP
+from weft.workloads.sam3 import SAM3_ENCODER
 from weft.workloads.vit import VIT_BLOCK
 
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
-    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, VIT_BLOCK, QWEN_DECODE_STEP)
+    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, VIT_BLOCK, SAM3_ENCODER, QWEN_DECODE_STEP)
 }
 
 
 def get_workload(name: str) -> Workload:
-    """The workload called ``name`` ('_' and '-' are interchangeable); else ``WorkloadError``."""
+    """The workload called ``name`` ('_' and '-' are interchangeable), or your own
+    program ``FILE.py:FUNCTION`` (see ``weft.workloads.program``); else ``WorkloadError``."""
+    if is_program_reference(name):
+        return load_program(name)
     key = str(name).strip().lower().replace("_", "-")
     if key not in WORKLOADS:
-        raise WorkloadError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}")
+        raise WorkloadError(f"unknown workload {name!r}; valid: {', '.join(WORKLOADS)}, or your own program"
+                            " as FILE.py:FUNCTION (FUNCTION(**params) returns (fn, inputs))")
     return WORKLOADS[key]
 
 
-__all__ = ["WORKLOADS", "Workload", "get_workload"]
+__all__ = ["WORKLOADS", "Workload", "get_workload", "load_program", "program_workload"]

@@ -32,6 +32,9 @@ class Workload:
     make_inputs: Callable[..., tuple[np.ndarray, ...]] = field(repr=False)
     make_torch: Callable[..., Callable | None] | None = field(default=None, repr=False)
     check: Callable[[dict[str, object]], None] | None = field(default=None, repr=False)
+    # how a fresh process loads this workload again (``/abs/model.py:build`` for a
+    # program; None: by ``name`` for a built-in, not at all for an in-memory program)
+    source: str | None = None
 
     def resolve(self, **params: object) -> dict[str, object]:
         """Defaults overridden by ``params``; strings are parsed to the default's type.

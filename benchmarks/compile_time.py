@@ -1,0 +1,240 @@
+"""Compile time: cold and warm, by depth, with the share of each stage.
+
+For ``qwen-decode-step`` (1, 4, 16, 24 layers), ``sam3-encoder`` (1, 4, 16, 32 blocks)
+and a user-written BERT-like encoder (``user_encoder`` below: hidden 384, 12 heads,
+padding mask, post-LN, written with ``weft.nn`` as a user would; 1, 4, 6 layers, the
+6-layer MiniLM-sized stack of issue 13), this compiles each plan with
+``contract="inference", fusion="greedy"``:
+
+* **cold**: in a fresh process with a fresh, empty ``WEFT_CACHE_DIR`` (the C compiler runs);
+* **warm**: in another fresh process with that cache full: the compile record
+  (``weft.runtime.record``) gives the regions, lowering and C, the shared object is cached;
+* **engine**: warm again with the compile record deleted (the shared object still cached):
+  the composition engine, lowering and rendering run in full, nothing is compiled.
+
+Each measurement is its own process (``--child``), so no Python-level memo survives
+between them. Imports (``weft``, SciPy for the BLAS pointer) happen before the clock
+starts: they are process start-up, not compile. Stages: ``trace`` (building the plan),
+``compose`` (choosing regions; it asks the lowering which fit), ``lower``, ``render``
+(arena and C source), ``build`` (the C compiler when cold, the cache lookup when warm)
+and ``load`` (``CompiledPlan``, the shared object opened). Besides wall time each row
+records the CPU seconds of the process and of its children (the C compiler): the
+machine is shared, so wall time includes waiting for a core.
+
+    python benchmarks/compile_time.py                  # all rows, ~2-4 min
+    python benchmarks/compile_time.py --quick          # 1 and 4 layers only
+    python benchmarks/compile_time.py --workloads qwen-decode-step --repeats 3
+
+Writes ``benchmarks/results/compile-time-<UTC stamp>.json`` (every measurement, the
+settings, provenance) and prints a table. The growth column is full-depth time over
+4-layer time (issue 9: under 2x), of wall time and of CPU time (this process and the C
+compiler), for ``weft.compile`` alone and with the trace (building the plan, which
+grows with its members however it is compiled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEPTHS = {"qwen-decode-step": (1, 4, 16, 24), "sam3-encoder": (1, 4, 16, 32), "user-encoder": (1, 4, 6)}
+DEPTH_PARAM = {"qwen-decode-step": "layers", "sam3-encoder": "blocks", "user-encoder": "layers"}
+KINDS = ("cold", "warm", "engine")
+STAGES = ("trace", "record", "compose", "lower", "render", "build", "load")
+
+
+def user_encoder(layers: int = 6, batch: int = 1, tokens: int = 128, hidden: int = 384, heads: int = 12,
+                 ffn: int = 1536):
+    """A BERT-style encoder as a user writes it with ``weft.nn``: flat weight list, a
+    padding mask, post-LN residual blocks, GELU feed-forward."""
+    import weft.nn as nn
+
+    head_dim = hidden // heads
+
+    def split_heads(t):
+        return t.reshape(batch, tokens, heads, head_dim).permute(0, 2, 1, 3)
+
+    def encoder(x, mask, *w):
+        for layer in range(layers):
+            wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, wi, bi, wf, bf, g2, b2 = w[16 * layer: 16 * layer + 16]
+            q, k, v = (split_heads(nn.linear(x, weight, bias)) for weight, bias in ((wq, bq), (wk, bk), (wv, bv)))
+            attended = nn.attention(q, k, v, mask=mask).permute(0, 2, 1, 3).reshape(batch, tokens, hidden)
+            x = nn.layer_norm(x + nn.linear(attended, wo, bo), hidden, g1, b1)
+            x = nn.layer_norm(x + nn.linear(nn.gelu(nn.linear(x, wi, bi)), wf, bf), hidden, g2, b2)
+        return x
+
+    layer_shapes = [(hidden, hidden), (hidden,)] * 4 + [
+        (hidden,), (hidden,), (ffn, hidden), (ffn,), (hidden, ffn), (hidden,), (hidden,), (hidden,)]
+    specs = [nn.spec((batch, tokens, hidden)), nn.spec((batch, 1, 1, tokens), "bool")]
+    specs += [nn.spec(shape) for _ in range(layers) for shape in layer_shapes]
+    return nn.trace(encoder, *specs, name="user_encoder")
+
+
+def _trace(workload: str, depth: int):
+    if workload == "user-encoder":
+        return user_encoder(depth)
+    from weft.workloads import get_workload
+
+    return get_workload(workload).plan(**{DEPTH_PARAM[workload]: depth})
+
+
+def child(workload: str, depth: int) -> dict:
+    """One measurement in this (fresh) process: trace and compile, timed by stage."""
+    import weft
+    import weft.compose
+    import weft.lower.fused
+    import weft.lower.online
+    import weft.workloads  # noqa: F401 - imports are process start-up, not compile
+    from weft.runtime.binding import scipy_sgemm_pointer
+
+    scipy_sgemm_pointer()  # import SciPy's BLAS now: process start-up, not compile
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, wall = time.process_time(), time.perf_counter()
+    plan = _trace(workload, depth)
+    traced = time.perf_counter()
+    compile_cpu = time.process_time()
+    compiled = weft.compile(plan, contract="inference", fusion="greedy")
+    done = time.perf_counter()
+    total = done - wall
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    functions = compiled.lowered.functions
+    return {
+        "workload": workload, "depth": depth, "members": len(plan.kernels), "calls": len(functions),
+        "distinct_functions": len({function.name for function in functions}),
+        "compiled_now": compiled.compiled_now, "from_record": compiled.from_record, "seconds": total,
+        "compile_seconds": done - traced, "compile_cpu_seconds": time.process_time() - compile_cpu,
+        "stages": {"trace": traced - wall, **compiled.stage_seconds},
+        "cpu_seconds": time.process_time() - cpu,
+        "compiler_cpu_seconds": (children.ru_utime + children.ru_stime) - (usage.ru_utime + usage.ru_stime),
+    }
+
+
+def measure(workload: str, depth: int, cache_dir: str) -> dict:
+    environment = {**os.environ, "WEFT_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", workload, str(depth)]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(workloads, repeats: int, quick: bool) -> list[dict]:
+    rows = []
+    for workload in workloads:
+        depths = DEPTHS[workload][:2] if quick else DEPTHS[workload]
+        for depth in depths:
+            for repeat in range(repeats):
+                with tempfile.TemporaryDirectory(prefix="weft-compile-time-") as cache_dir:
+                    cold = measure(workload, depth, cache_dir)
+                    warm = measure(workload, depth, cache_dir)
+                    shutil.rmtree(Path(cache_dir) / "records")
+                    engine = measure(workload, depth, cache_dir)
+                assert cold["compiled_now"] and not cold["from_record"], "cold must compose, lower and compile"
+                assert warm["from_record"] and not warm["compiled_now"], "warm must reuse the record and object"
+                assert not engine["from_record"] and not engine["compiled_now"], "engine: no record, cached object"
+                rows.append({"repeat": repeat, "cold": cold, "warm": warm, "engine": engine})
+                print(_row_text(rows[-1]), flush=True)
+    return rows
+
+
+def _shares(measured: dict) -> str:
+    total = measured["seconds"]
+    return " ".join(f"{stage} {100 * measured['stages'].get(stage, 0.0) / total:3.0f}%" for stage in STAGES)
+
+
+def _row_text(row: dict) -> str:
+    cold, warm, engine = row["cold"], row["warm"], row["engine"]
+    return (f"{cold['workload']:18} {cold['depth']:>3} {cold['members']:>5} {cold['calls']:>5} "
+            f"{cold['distinct_functions']:>4}  compile only: cold {cold['compile_seconds']:5.2f} s, warm"
+            f" {warm['compile_seconds']:5.2f} s, engine {engine['compile_seconds']:5.2f} s;  with the trace:"
+            f"  cold {cold['seconds']:6.2f} s (cpu {cold['cpu_seconds']:5.2f}"
+            f" + cc {cold['compiler_cpu_seconds']:5.2f})  warm {warm['seconds']:5.2f} s (cpu {warm['cpu_seconds']:5.2f})"
+            f"  engine {engine['seconds']:5.2f} s (cpu {engine['cpu_seconds']:5.2f})\n"
+            f"{'':24}cold: {_shares(cold)}\n{'':24}warm: {_shares(warm)}\n{'':24}engine: {_shares(engine)}")
+
+
+def _cpu(measured: dict) -> float:
+    return measured["cpu_seconds"] + measured["compiler_cpu_seconds"]
+
+
+def _compile_only(measured: dict) -> float:
+    return measured["compile_seconds"]
+
+
+def _compile_only_cpu(measured: dict) -> float:
+    return measured["compile_cpu_seconds"] + measured["compiler_cpu_seconds"]
+
+
+def growth(rows: list[dict], value=lambda measured: measured["seconds"]) -> dict:
+    """Full depth over 4 layers of ``value`` (wall seconds by default), medians over repeats."""
+    result = {}
+    for workload in dict.fromkeys(row["cold"]["workload"] for row in rows):
+        times: dict[tuple[str, int], list[float]] = {}
+        for kind in KINDS:
+            for row in rows:
+                if row["cold"]["workload"] == workload:
+                    times.setdefault((kind, row["cold"]["depth"]), []).append(value(row[kind]))
+        medians = {key: sorted(values)[len(values) // 2] for key, values in times.items()}
+        depths = sorted({depth for _, depth in medians})
+        if 4 in depths and depths[-1] > 4:
+            result[workload] = {kind: medians[(kind, depths[-1])] / medians[(kind, 4)] for kind in KINDS}
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(DEPTHS), help="comma-separated (default: all three)")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="the first two depths only")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "DEPTH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        return 0
+    workloads = [name.strip() for name in args.workloads.split(",") if name.strip()]
+    unknown = [name for name in workloads if name not in DEPTHS]
+    if unknown:
+        parser.error(f"unknown workload(s) {unknown}; choose from {', '.join(DEPTHS)}")
+    print(f"{'workload':18} {'n':>3} {'memb':>5} {'calls':>5} {'fns':>4}  seconds (wall; cpu of this process +"
+          " of the C compiler) and the share of each stage")
+    started = time.time()
+    rows = run(workloads, args.repeats, args.quick)
+    grown = {"wall": growth(rows), "cpu": growth(rows, _cpu), "compile_wall": growth(rows, _compile_only),
+             "compile_cpu": growth(rows, _compile_only_cpu)}
+    for workload in grown["wall"]:
+        print(f"{workload}: full depth / 4 layers (cold, warm, engine):"
+              + "".join(f"  {label} " + ", ".join(f"{grown[key][workload][kind]:.2f}x" for kind in KINDS)
+                        for label, key in (("trace+compile wall", "wall"), ("cpu", "cpu"),
+                                           ("weft.compile wall", "compile_wall"), ("cpu", "compile_cpu"))))
+    sys.path.insert(0, str(ROOT))
+    from weft.bench.result import weft_commit
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
+    out = args.out or HERE / "results" / f"compile-time-{stamp}{'-quick' if args.quick else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()
+    out.write_text(json.dumps({
+        "schema": "weft-compile-time/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "settings": {"contract": "inference", "fusion": "greedy", "repeats": args.repeats, "quick": args.quick,
+                     "depths": {w: DEPTHS[w] for w in workloads}},
+        "provenance": {**weft_commit(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
+                       "load_average_at_end": load},
+        "rows": rows, "growth_full_over_4": grown,
+    }, indent=1))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

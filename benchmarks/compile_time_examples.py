@@ -1,0 +1,100 @@
+"""Compile time, cold and warm, of the built-in workloads and of user-written models.
+
+    python benchmarks/compile_time_examples.py                         # every case, default policy
+    python benchmarks/compile_time_examples.py --fusion greedy --cases minilm-1,minilm-2,minilm-3
+    python benchmarks/compile_time_examples.py --quick                 # the small cases only
+
+Each case is traced once, then compiled twice into a fresh, empty cache directory:
+*cold* (every shared object built by the C compiler) and *warm* (the same compile
+again, the cache full). User models are the examples (``examples/bert.py``,
+``examples/minilm6.py`` at 1, 2, 3 and 6 layers), loaded as ``FILE.py:FUNCTION``
+exactly as ``weft bench`` loads them, so compile time that grows with depth shows as
+the ratio between the MiniLM rows. The result (JSON, with the machine and load
+average) goes to ``benchmarks/results/compile-time-examples-*.json``. Times on a shared
+machine are noisy: compare rows of one run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+# name -> (workload reference, parameters)
+CASES = {
+    "attention": ("attention", {"tokens": 1024}),
+    "vit-block": ("vit-block", {}),
+    "qwen-decode-step": ("qwen-decode-step", {}),
+    "bert-layer": (f"{EXAMPLES}/bert.py:build", {}),
+    "minilm-1": (f"{EXAMPLES}/minilm6.py:build", {"layers": 1}),
+    "minilm-2": (f"{EXAMPLES}/minilm6.py:build", {"layers": 2}),
+    "minilm-3": (f"{EXAMPLES}/minilm6.py:build", {"layers": 3}),
+    "minilm-6": (f"{EXAMPLES}/minilm6.py:build", {"layers": 6}),
+    "cnn": (f"{EXAMPLES}/cnn.py:build", {}),
+}
+QUICK = ("attention", "cnn", "minilm-1", "minilm-2")
+
+
+def time_case(reference: str, params: dict, contract: str, fusion: str, threads: int) -> dict:
+    import weft
+    from weft.config import config_from_env
+    from weft.workloads import get_workload
+
+    start = time.perf_counter()
+    plan = get_workload(reference).plan(**params)
+    trace_s = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="weft-compile-time-") as cache:
+        config = config_from_env(contract=contract, threads=threads, fusion=fusion, cache_dir=Path(cache))
+        start = time.perf_counter()
+        compiled = weft.compile(plan, config=config)
+        cold_s = time.perf_counter() - start
+        start = time.perf_counter()
+        weft.compile(plan, config=config)
+        warm_s = time.perf_counter() - start
+    return {"reference": reference, "params": params, "members": len(plan.members), "inputs": len(plan.inputs),
+            "functions": len(compiled.groups), "trace_s": trace_s, "cold_s": cold_s, "warm_s": warm_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", help=f"comma-separated, from {', '.join(CASES)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument("--contract", default="strict", choices=("strict", "inference"))
+    parser.add_argument("--fusion", default=None, help="fusion policy (default: weft.config.DEFAULT_FUSION)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", help="result file (default benchmarks/results/compile-time-STAMP.json)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from weft.config import DEFAULT_FUSION
+
+    fusion = args.fusion or DEFAULT_FUSION
+    names = args.cases.split(",") if args.cases else list(QUICK if args.quick else CASES)
+    unknown = [name for name in names if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+    rows = {}
+    for name in names:
+        reference, params = CASES[name]
+        row = time_case(reference, params, args.contract, fusion, args.threads)
+        rows[name] = row
+        print(f"{name:18s} {row['members']:4d} members {row['functions']:4d} functions  trace {row['trace_s']:6.2f} s"
+              f"  cold {row['cold_s']:7.2f} s  warm {row['warm_s']:6.2f} s", flush=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"compile-time-examples-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"contract": args.contract, "fusion": fusion, "threads": args.threads, "cases": rows,
+              "load_average": os.getloadavg(), "cpus": os.cpu_count(), "command": sys.argv}
+    out.write_text(json.dumps(record, indent=1))
+    print(f"result written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

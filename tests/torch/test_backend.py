@@ -1,0 +1,200 @@
+"""The torch.compile backend end to end (compiled C): registration, options, fallbacks
+reported (warning, explain, fallback='error'), dynamic sequence lengths, training graphs."""
+
+import importlib.metadata
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dynamo = pytest.importorskip("torch._dynamo")
+
+import weft.torch as wt  # noqa: E402
+from weft.errors import ConfigError  # noqa: E402
+from weft.testing import assert_inference_close  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+class Block(torch.nn.Module):
+    """Linear, layer norm, GELU, attention-like softmax: ops Weft lowers."""
+
+    def __init__(self, dim=16, with_cos=False):
+        super().__init__()
+        self.up = torch.nn.Linear(dim, 2 * dim)
+        self.norm = torch.nn.LayerNorm(2 * dim)
+        self.down = torch.nn.Linear(2 * dim, dim)
+        self.with_cos = with_cos
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.norm(self.up(x)))
+        if self.with_cos:
+            h = torch.cos(h) * h  # aten.cos: no lowering in Weft
+        scores = torch.softmax(x @ x.transpose(-1, -2) / 4.0, -1)
+        return self.down(h) + scores @ x
+
+
+def reference(model, *inputs):
+    widened = [t.double() for t in inputs]
+    return model.double()(*widened).float().detach().numpy(), model.float()
+
+
+def test_entry_point_declared_in_pyproject_and_resolves_to_the_backend():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    target = project["project"]["entry-points"]["torch_dynamo_backends"]["weft"]
+    assert target == "weft.torch:backend"
+    entry = importlib.metadata.EntryPoint(name="weft", value=target, group="torch_dynamo_backends")
+    assert entry.load() is wt.backend
+    assert project["project"]["optional-dependencies"]["torch"] == ["torch==2.13.0"]
+
+
+def test_installed_distribution_registers_the_backend_name():
+    found = [e for e in importlib.metadata.entry_points(group="torch_dynamo_backends") if e.name == "weft"]
+    if not found:
+        pytest.skip("the installed weft distribution predates the entry point; `pip install -e .` registers it")
+    assert found[0].value == "weft.torch:backend"
+    model = Block().eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        got = torch.compile(model, backend="weft")(x)
+        assert_inference_close(got.numpy(), model(x).numpy())
+
+
+def test_compiled_block_matches_eager_with_no_fallback():
+    model = Block().eval()
+    x = torch.randn(2, 5, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        with torch.no_grad():
+            got = torch.compile(model, backend=wt.backend, options={"threads": 1})(x)
+    want, model = reference(model, x)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+    assert_inference_close(got.numpy(), want)
+
+
+def test_backend_accepts_the_mode_keyword_and_checks_options():
+    model = Block().eval()
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        got = torch.compile(model, backend=wt.backend, mode="max-autotune")(x)  # torch passes mode=
+    assert_inference_close(got.numpy(), reference(model, x)[0])
+    gm = torch.fx.symbolic_trace(model)
+    with pytest.raises(ConfigError, match="unknown option"):
+        wt.backend(gm, [x], options={"speed": "max"})
+    with pytest.raises(ConfigError, match="fallback"):
+        wt.backend(gm, [x], options={"fallback": "ignore"})
+    with pytest.raises(ConfigError, match="contract"):
+        wt.backend(gm, [x], mode="default", options={"contract": "fast"})
+
+
+def test_strict_contract_option_reaches_weft_compile():
+    model = Block().eval()
+    x = torch.randn(2, 3, 16)
+    counting = CountingBackend()
+    with torch.no_grad():
+        got = torch.compile(model, backend=counting, options={"contract": "strict", "fusion": "off"})(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0])
+    (graph,) = counting.graphs[0].weft_graphs
+    (runnable,) = graph.specializations.values()
+    calls = [n.target for n in runnable.graph.nodes if isinstance(n.target, wt.graph.PlanCall)]
+    assert calls and all(c.compiled.config.contract == "strict" and c.compiled.config.fusion == "off" for c in calls)
+
+
+def test_unsupported_op_warns_naming_it_and_gives_the_right_answer():
+    model = Block(with_cos=True).eval()
+    x = torch.randn(2, 5, 16)
+    with pytest.warns(wt.WeftFallbackWarning, match=r"aten\.cos\.default x1"), torch.no_grad():
+        got = torch.compile(model, backend=wt.backend)(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0])
+
+
+def test_fallback_error_raises_naming_the_op():
+    model = Block(with_cos=True).eval()
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(Exception, match=r"aten\.cos\.default") as caught, torch.no_grad():
+        torch.compile(model, backend=wt.backend, options={"fallback": "error"})(x)
+    chain, problem = [], caught.value
+    while problem is not None:
+        chain.append(problem)
+        problem = problem.__cause__ or problem.__context__
+    assert any(isinstance(p, wt.FallbackError) for p in chain)
+
+
+def test_explain_prints_partitions_fallbacks_and_fused_regions(capsys):
+    model = Block(with_cos=True).eval()
+    reports = wt.explain(model, torch.randn(2, 5, 16))
+    text = capsys.readouterr().out
+    assert "partition weft_partition_" in text
+    assert "aten.cos.default x1: no lowering" in text
+    assert "fused region:" in text
+    assert reports and reports[0].fallbacks == {"aten.cos.default": 1}
+
+
+class CountingBackend:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        compiled = wt.backend(gm, example_inputs, **kwargs)
+        self.graphs.append(compiled)
+        return compiled
+
+    def plan_compiles(self):
+        return sum(graph.compiles for compiled in self.graphs for graph in compiled.weft_graphs)
+
+
+def test_dynamic_sequence_length_compiles_one_graph_and_reuses_plans_per_length():
+    model = Block().eval()
+    counting = CountingBackend()
+    compiled = torch.compile(model, backend=counting, dynamic=True)
+    with torch.no_grad():
+        for length in (5, 9, 5, 9, 5):
+            x = torch.randn(2, length, 16)
+            assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
+    assert len(counting.graphs) == 1  # dynamo compiled once, with a symbolic length
+    assert counting.plan_compiles() == 2  # one plan per distinct length; returning lengths reuse theirs
+
+
+def test_default_dynamic_recompiles_dynamo_at_most_once_for_many_lengths():
+    model = Block().eval()
+    counting = CountingBackend()
+    compiled = torch.compile(model, backend=counting)
+    with torch.no_grad():
+        for length in (4, 6, 7, 6):
+            compiled(torch.randn(1, length, 16))
+    assert len(counting.graphs) <= 2  # static first graph, then one symbolic graph for every other length
+    assert counting.plan_compiles() == 3  # length 4 (static graph), 6 and 7 (symbolic); 6 returns to its plan
+
+
+def test_training_forward_through_weft_backward_in_eager_gives_eager_gradients():
+    torch.manual_seed(0)
+    model = Block()
+    x = torch.randn(2, 4, 16)
+    compiled = torch.compile(model, backend=wt.backend)
+    compiled(x).square().sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for mine, theirs in zip(got, (p.grad for p in model.parameters()), strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+
+
+def test_parameters_bound_once_still_see_in_place_updates():
+    model = Block().eval()
+    compiled = torch.compile(model, backend=wt.backend)
+    with torch.no_grad():
+        first = torch.randn(2, 5, 16)
+        compiled(first)
+        model.up.weight.mul_(2.0)  # in place: the bound view aliases the parameter's storage
+        second = torch.randn(2, 5, 16)
+        got = compiled(second)
+    assert_inference_close(got.numpy(), reference(model, second)[0])

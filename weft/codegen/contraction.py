@@ -1,0 +1,351 @@
+"""C for the contraction microkernel (``weft.lower.contraction.ContractionNest``).
+
+The nest's data says what to pack, how big each block is and which terms to add;
+this module only writes it out::
+
+    float *wf_yp = aligned_alloc(...);                 /* shared column panel: K x nc */
+    #pragma omp parallel
+    { float *wf_xp = aligned_alloc(...);               /* this thread's row block: mc x kc */
+      for batch point, column panel jc:
+        #pragma omp for         pack y (every fold step) into nr-wide micro-panels  (barrier)
+        #pragma omp for dynamic for each row block (x column groups), each fold block pc:
+            pack x rows into mr-row micro-panels (or read x in place)
+            for each nr micro-panel, each mr rows: mr x nr/lanes vector accumulators,
+                kc steps of (broadcast x) * (y vectors), epilogue on the tile, store
+    }
+
+With many batch points (attention's heads) each thread takes whole batch points
+with its own y panel instead: no barrier at all.
+
+Strict renders each term as the body's operations (no FMA: ``-ffp-contract=off``) and
+adds it to its own accumulator; partial sums between fold blocks wait in the output.
+"""
+
+from __future__ import annotations
+
+from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
+from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Unary, UnaryOp, expr_loads
+from weft.lower.access import Access, load_access
+from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
+
+_OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
+
+
+def _clean(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+def term_code(term, x: str, y: str) -> str:
+    """The term as one C vector expression over the broadcast ``x`` and the vector ``y``."""
+    if term is X_SLOT:
+        return x
+    if term is Y_SLOT:
+        return y
+    if isinstance(term, Const):
+        return f"wfc_splat_f({c_literal(term.value, DType.FLOAT32)})"
+    if isinstance(term, Binary):
+        return f"({term_code(term.left, x, y)} {_OPS[term.op]} {term_code(term.right, x, y)})"
+    if isinstance(term, Unary) and term.op is UnaryOp.NEG:
+        return f"(-{term_code(term.operand, x, y)})"
+    raise TypeError(f"not a contraction term: {term!r}")
+
+
+class _ContractionWriter:
+    def __init__(self, nest: ContractionNest, lines: list[str], counter: Counter) -> None:
+        self.nest = nest
+        self.lines = lines
+        self.counter = counter
+        self.kernel = nest.kernel
+        self.views = {view.buffer: view for view in nest.views}
+        self.extents = {a.name: a.extent for a in self.kernel.all_axes}
+        tag = counter.fresh("c")
+        self.var = {a.name: f"wf_{tag}_{_clean(a.name)}" for a in self.kernel.all_axes}
+        self.out_view = self.views[nest.output_buffer]
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    def renderer(self, depth: int, env: dict[str, str], vector_axis: str | None = None) -> BodyRenderer:
+        return BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth, self.counter,
+                            env, vector_axis)
+
+    # ------------------------------------------------------------------ index decoding
+
+    def decode(self, depth: int, flat: str, axes: tuple[str, ...], names: dict[str, str]) -> None:
+        """``const long`` variables (``names[axis]``) for each axis of a row-major flat index."""
+        if len(axes) == 1:
+            self.emit(depth, f"const long {names[axes[0]]} = {flat};")
+            return
+        rem = self.counter.fresh("wf_rem")
+        self.emit(depth, f"long {rem} = {flat};")
+        for axis in reversed(axes):
+            self.emit(depth, f"const long {names[axis]} = {rem} % {self.extents[axis]}; {rem} /= {self.extents[axis]};")
+
+    def fold_env(self, depth: int, flat: str) -> dict[str, str]:
+        fold = tuple(a.name for a in self.kernel.fold_axes)
+        names = {axis: f"{self.var[axis]}_k" for axis in fold}
+        self.decode(depth, flat, fold, names)
+        return names
+
+    def batch_env(self) -> dict[str, str]:
+        return {axis: self.var[axis] for axis in self.nest.batch_axes}
+
+    # ------------------------------------------------------------------ packing
+
+    def column_contiguous(self) -> bool:
+        column = self.nest.column_axis
+        return any(
+            load_access(load, self.views[load.buffer].strides, column) is Access.CONTIGUOUS
+            for load in expr_loads(self.nest.y_factor)
+        )
+
+    def pack_y(self, depth: int) -> None:
+        """One nr-wide micro-panel ``wf_jp`` of y over every fold step: ``wf_yp[jp][k][nr]``
+        (zeros past the columns)."""
+        nest, b = self.nest, self.nest.blocking
+        lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
+        column = nest.column_axis
+        self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
+        self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
+        if self.column_contiguous():
+            self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
+            self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+            env = {**self.batch_env(), **self.fold_env(depth + 2, "wf_kk")}
+            renderer = self.renderer(depth + 2, env, column)
+            for v in range(nr // lanes):
+                renderer.env = {**env, column: f"wf_nb + {v * lanes}"}
+                value = renderer.render(nest.y_factor)
+                renderer.emit(f"wfc_store_f(wf_dst + wf_kk * {nr} + {v * lanes}, {renderer.splat(value)});")
+            self.emit(depth + 1, "}")
+            self.emit(depth, "} else {")
+            depth += 1
+        self.emit(depth, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++) {{")
+        self.emit(depth + 1, f"if (wf_nb + wf_cc < {n}) {{")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+        env = {**self.batch_env(), **self.fold_env(depth + 3, "wf_kk"), column: "wf_nb + wf_cc"}
+        renderer = self.renderer(depth + 3, env)
+        value = renderer.render(nest.y_factor)
+        renderer.emit(f"wf_dst[wf_kk * {nr} + wf_cc] = {value.code};")
+        self.emit(depth + 2, "}")
+        self.emit(depth + 1, "} else {")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) wf_dst[wf_kk * {nr} + wf_cc] = 0.0f;")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+        if self.column_contiguous():
+            self.emit(depth - 1, "}")
+
+    def pack_x(self, depth: int) -> None:
+        """The row block at ``wf_ic``: ``wf_xp[row / mr][kk][row % mr]`` (zeros past the rows)."""
+        nest, b = self.nest, self.nest.blocking
+        mr = b.mr
+        self.emit(depth, f"for (long wf_r = 0; wf_r < (wf_mc + {mr - 1}) / {mr} * {mr}; wf_r++) {{")
+        self.emit(depth + 1, f"float *wf_dst = wf_xp + (wf_r / {mr}) * {mr} * wf_kc + wf_r % {mr};")
+        self.emit(depth + 1, "if (wf_r < wf_mc) {")
+        names = {axis: f"{self.var[axis]}_p" for axis in nest.row_axes}
+        self.decode(depth + 2, "wf_ic + wf_r", nest.row_axes, names)
+        self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
+        env = {**self.batch_env(), **names, **self.fold_env(depth + 3, "wf_pc + wf_kk")}
+        renderer = self.renderer(depth + 3, env)
+        value = renderer.render(nest.x_factor)
+        renderer.emit(f"wf_dst[wf_kk * {mr}] = {value.code};")
+        self.emit(depth + 2, "}")
+        self.emit(depth + 1, "} else {")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) wf_dst[wf_kk * {mr}] = 0.0f;")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+
+    # ------------------------------------------------------------------ the micro-tile
+
+    def row_env(self, r: int) -> dict[str, str]:
+        return {axis: f"{self.var[axis]}_{r}" for axis in self.nest.row_axes}
+
+    def out_address(self, env: dict[str, str]) -> str:
+        renderer = self.renderer(0, env)
+        positions = tuple(AxisIndex(a.name) for a in self.kernel.axes)
+        return renderer.address(self.out_view, positions)
+
+    def epilogue_value(self, depth: int, r: int, column: str, acc: str, vector: bool) -> str:
+        """The epilogue applied to one accumulator (a vector at ``column``, or one float)."""
+        nest = self.nest
+        if nest.epilogue is None:
+            return acc
+        env = {**self.batch_env(), **self.row_env(r), nest.column_axis: column}
+        renderer = self.renderer(depth, env, nest.column_axis if vector else None)
+        renderer.memo[renderer.memo_key(acc_at(self.kernel), vector)] = Value(acc, DType.FLOAT32, vector)
+        value = renderer.render(nest.epilogue)
+        return renderer.splat(value) if vector else value.code
+
+    def micro_tile(self, depth: int) -> None:
+        nest, b = self.nest, self.nest.blocking
+        mr, nr, lanes = b.mr, b.nr, nest.lanes
+        vectors = nr // lanes
+        k_total = nest.fold_points
+        out = self.out_view.pointer
+        if nest.pack_x:
+            self.emit(depth, "const float *wf_xpp = wf_xp + wf_ir * wf_kc;")
+        self.emit(depth, f"const long wf_nrows = wfc_minl({mr}, wf_mc - wf_ir);")
+        self.emit(depth, f"const int wf_full = wf_nrows == {mr} && wf_ncols == {nr};")
+        self.emit(depth, f"const int wf_last = wf_pc + wf_kc == {k_total};")
+        rows = []
+        for r in range(mr):
+            names = self.row_env(r)
+            self.decode(depth, f"wfc_minl(wf_ic + wf_ir + {r}, {nest.rows - 1})", nest.row_axes, names)
+            env = {**self.batch_env(), **names, nest.column_axis: "wf_n0"}
+            rows.append(f"wf_o{r}")
+            self.emit(depth, f"float *wf_o{r} = (float *)&{out}[{self.out_address(env)}];")
+            if not nest.pack_x:  # x read in place: its row r from the fold block's first step
+                fold = self.kernel.fold_axes[0].name
+                x_view = self.views[nest.x_factor.buffer]
+                renderer = self.renderer(depth, {**env, fold: "wf_pc"})
+                address = renderer.address(x_view, nest.x_factor.index)
+                self.emit(depth, f"const float *wf_xr{r} = (const float *)&{x_view.pointer}[{address}];")
+        self.emit(depth, f"float *wf_orow[{mr}] = {{{', '.join(rows)}}}; (void)wf_orow;")
+        acc = [[f"wf_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
+        for r in range(mr):
+            self.emit(depth, "wf_vf " + ", ".join(f"{a} = wfc_splat_f(0.0f)" for a in acc[r]) + ";")
+        self.emit(depth, "if (wf_pc > 0) {")  # resume from the partial sums of the earlier fold blocks
+        self.emit(depth + 1, "if (wf_full) {")
+        for r in range(mr):
+            for v in range(vectors):
+                self.emit(depth + 2, f"{acc[r][v]} = wfc_load_f(wf_o{r} + {v * lanes});")
+        self.emit(depth + 1, "} else {")
+        self.emit(depth + 2, f"float wf_t[{mr}][{nr}] __attribute__((aligned(64))) = {{{{0}}}};")
+        self.emit(depth + 2, "for (long wf_rr = 0; wf_rr < wf_nrows; wf_rr++)")
+        self.emit(depth + 3, "for (long wf_cc = 0; wf_cc < wf_ncols; wf_cc++) wf_t[wf_rr][wf_cc] = wf_orow[wf_rr][wf_cc];")
+        for r in range(mr):
+            for v in range(vectors):
+                self.emit(depth + 2, f"{acc[r][v]} = wfc_load_f(&wf_t[{r}][{v * lanes}]);")
+        self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+        self.emit(depth, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
+        inner = depth + 1
+        self.emit(inner, f"const float *wf_yk = wf_ypp + wf_kk * {nr};")
+        if nest.pack_x:
+            self.emit(inner, f"const float *wf_xk = wf_xpp + wf_kk * {mr};")
+        ys = [f"wf_y{v}" for v in range(vectors)]
+        for v, y in enumerate(ys):
+            self.emit(inner, f"const wf_vf {y} = wfc_load_f(wf_yk + {v * lanes});")
+        for r in range(mr):
+            source = f"wf_xk[{r}]" if nest.pack_x else f"wf_xr{r}[wf_kk]"
+            self.emit(inner, f"const wf_vf wf_x{r} = wfc_splat_f({source});")
+            for v, y in enumerate(ys):
+                if nest.fma:
+                    self.emit(inner, f"{acc[r][v]} = {acc[r][v]} + wf_x{r} * {y};")
+                else:
+                    self.emit(inner, f"{acc[r][v]} = {acc[r][v]} + {term_code(nest.term, f'wf_x{r}', y)};")
+        self.emit(depth, "}")
+        if nest.fma and nest.scale != 1.0:
+            scale = c_literal(nest.scale, DType.FLOAT32)
+            self.emit(depth, "if (wf_last) {")
+            for r in range(mr):
+                self.emit(depth + 1, " ".join(f"{a} = {a} * wfc_splat_f({scale});" for a in acc[r]))
+            self.emit(depth, "}")
+        self.emit(depth, "if (wf_full) {")
+        if nest.epilogue is not None:
+            self.emit(depth + 1, "if (wf_last) {")
+            for r in range(mr):
+                for v in range(vectors):
+                    value = self.epilogue_value(depth + 2, r, f"wf_n0 + {v * lanes}", acc[r][v], True)
+                    self.emit(depth + 2, f"{acc[r][v]} = {value};")
+            self.emit(depth + 1, "}")
+        for r in range(mr):
+            for v in range(vectors):
+                self.emit(depth + 1, f"wfc_store_f(wf_o{r} + {v * lanes}, {acc[r][v]});")
+        self.emit(depth, "} else {")
+        self.emit(depth + 1, f"float wf_t[{mr}][{nr}] __attribute__((aligned(64)));")
+        for r in range(mr):
+            for v in range(vectors):
+                self.emit(depth + 1, f"wfc_store_f(&wf_t[{r}][{v * lanes}], {acc[r][v]});")
+        for r in range(mr):
+            self.emit(depth + 1, f"if ({r} < wf_nrows) {{")
+            self.emit(depth + 2, "for (long wf_cc = 0; wf_cc < wf_ncols; wf_cc++) {")
+            if nest.epilogue is not None:
+                self.emit(depth + 3, f"float wf_s = wf_t[{r}][wf_cc];")
+                self.emit(depth + 3, "if (wf_last) {")
+                value = self.epilogue_value(depth + 4, r, "wf_n0 + wf_cc", "wf_s", False)
+                self.emit(depth + 4, f"wf_s = {value};")
+                self.emit(depth + 3, "}")
+                self.emit(depth + 3, f"wf_o{r}[wf_cc] = wf_s;")
+            else:
+                self.emit(depth + 3, f"wf_o{r}[wf_cc] = wf_t[{r}][wf_cc];")
+            self.emit(depth + 2, "}")
+            self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+
+    # ------------------------------------------------------------------ the whole nest
+
+    def write(self, indent: int) -> None:
+        nest, b = self.nest, self.nest.blocking
+        n, k_total, m = nest.columns, nest.fold_points, nest.rows
+        shared = nest.parallel and not b.parallel_batches  # threads share y's panel (barriers)
+        groups = b.column_groups if shared else 1
+        row_blocks = -(-m // b.mc)
+        y_bytes = k_total * b.nc * 4
+        d = indent
+        self.emit(d, f"{{ /* member {nest.name}: {nest.describe()} */")
+        d += 1
+        if shared:
+            self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
+        if nest.parallel:
+            self.emit(d, "#pragma omp parallel")
+        self.emit(d, "{")
+        d += 1
+        if not shared:
+            self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
+        if nest.pack_x:
+            x_bytes = -(-b.kc * b.mc * 4 // 64) * 64  # aligned_alloc wants a multiple of the alignment
+            self.emit(d, f"float *wf_xp = (float *)aligned_alloc(64, {x_bytes});")
+        if nest.parallel and b.parallel_batches:
+            self.emit(d, "#pragma omp for schedule(dynamic, 1)")
+        self.emit(d, f"for (long wf_bt = 0; wf_bt < {nest.batch_points}; wf_bt++) {{")
+        d += 1
+        if nest.batch_axes:
+            self.decode(d, "wf_bt", nest.batch_axes, self.batch_env())
+        self.emit(d, f"for (long wf_jc = 0; wf_jc < {n}; wf_jc += {b.nc}) {{")
+        d += 1
+        self.emit(d, f"const long wf_npanels = (wfc_minl({b.nc}, {n} - wf_jc) + {b.nr - 1}) / {b.nr};")
+        if shared:
+            self.emit(d, "#pragma omp for schedule(static)")
+        self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
+        self.pack_y(d + 1)
+        self.emit(d, "}")
+        if shared:
+            self.emit(d, "#pragma omp for schedule(dynamic, 1)")
+        self.emit(d, f"for (long wf_it = 0; wf_it < {row_blocks * groups}; wf_it++) {{")
+        d += 1
+        self.emit(d, f"const long wf_ic = (wf_it / {groups}) * {b.mc};")
+        self.emit(d, f"const long wf_jg = wf_it % {groups};")
+        self.emit(d, f"const long wf_mc = wfc_minl({b.mc}, {m} - wf_ic);")
+        self.emit(d, f"const long wf_per = (wf_npanels + {groups - 1}) / {groups};")
+        self.emit(d, "const long wf_jp_end = wfc_minl(wf_npanels, (wf_jg + 1) * wf_per);")
+        self.emit(d, f"for (long wf_pc = 0; wf_pc < {k_total}; wf_pc += {b.kc}) {{")
+        d += 1
+        self.emit(d, f"const long wf_kc = wfc_minl({b.kc}, {k_total} - wf_pc);")
+        if nest.pack_x:
+            self.pack_x(d)
+        self.emit(d, "for (long wf_jp = wf_jg * wf_per; wf_jp < wf_jp_end; wf_jp++) {")
+        self.emit(d + 1, f"const float *wf_ypp = wf_yp + wf_jp * {b.nr * k_total} + wf_pc * {b.nr};")
+        self.emit(d + 1, f"const long wf_n0 = wf_jc + wf_jp * {b.nr};")
+        self.emit(d + 1, f"const long wf_ncols = wfc_minl({b.nr}, {n} - wf_n0);")
+        self.emit(d + 1, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
+        self.micro_tile(d + 2)
+        self.emit(d + 1, "}")
+        self.emit(d, "}")
+        for _ in range(4):  # fold blocks, row blocks, column panels, batch points
+            d -= 1
+            self.emit(d, "}")
+        if nest.pack_x:
+            self.emit(d, "free(wf_xp);")
+        if not shared:
+            self.emit(d, "free(wf_yp);")
+        d -= 1
+        self.emit(d, "}")
+        if shared:
+            self.emit(d, "free(wf_yp);")
+        d -= 1
+        self.emit(d, "}")
+
+
+def render_contraction(nest: ContractionNest, lines: list[str], indent: int, counter: Counter) -> None:
+    """Append the C of one contraction microkernel nest to ``lines``."""
+    _ContractionWriter(nest, lines, counter).write(indent)

@@ -1,0 +1,234 @@
+"""Deciding a region: the record first, then the price, then (thin margins) the race.
+
+``DecidedPricing`` wraps the pricer ``weft.compile`` builds (``weft.cost.bridge.PlanPricing``)
+and offers the priced policy the same two calls (``survey``, ``verdict``):
+
+1. a candidate whose key is in the decision record gets the recorded verdict: no price,
+   no race (a warm compile prices nothing);
+2. otherwise it is priced; if the model's margin is below ``race_margin`` and the race
+   share has time left, the contenders are raced (``weft.decide.race``);
+3. the verdict is written to the record and the *recorded* row is used (another process
+   may have written first: then its verdict is taken, so concurrent compiles agree).
+
+A candidate the pricing budget left unpriced is not recorded (it stays unfused and is
+priced on a later compile that has the time).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from weft.compose.priced import PRICED_MARGIN
+from weft.cost.bridge import buffer_order
+from weft.cost.distance import region_homes
+from weft.decide.race import RaceBudget, RaceOutcome, run_race
+from weft.decide.record import Decision, DecisionRecord, RecordKey, context_digest
+
+DEFAULT_RACE_MARGIN = 0.10
+"""Race a region when the model's predicted margin (either way) is smaller than this."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecidedVerdict:
+    """A verdict the policy can take (``status``, ``pays``, ``saving``, ``margin``,
+    ``describe``, ``form``, ``tiling``), backed by a recorded ``Decision``.
+
+    ``origin`` is where it came from in *this* compile: ``model``, ``race`` or ``record``;
+    ``priced`` is the pricer's own verdict when it was priced now (None from the record)."""
+
+    decision: Decision
+    origin: str
+    priced: object | None = None
+
+    @property
+    def status(self) -> str:
+        return self.decision.status
+
+    @property
+    def form(self) -> str:
+        return self.decision.form
+
+    @property
+    def tiling(self):
+        return self.decision.tiling
+
+    @property
+    def reason(self) -> str:
+        return self.decision.reason
+
+    @property
+    def saving(self) -> float:
+        d = self.decision
+        return 0.0 if d.fused_cycles is None or d.unfused_cycles is None else d.unfused_cycles - d.fused_cycles
+
+    @property
+    def margin(self) -> float:
+        return self.decision.margin
+
+    @property
+    def unfused(self):
+        return getattr(self.priced, "unfused", None)
+
+    @property
+    def fused(self):
+        return getattr(self.priced, "fused", None)
+
+    def pays(self, margin: float = PRICED_MARGIN) -> bool:
+        """The recorded choice (the margin was applied, or the race settled it, when decided)."""
+        return self.decision.choice == "fused"
+
+    def source_text(self) -> str:
+        d = self.decision
+        decided = "race" if d.source == "race" else "model"
+        text = f"verdict from {self.origin}" + (f" (decided by the {decided})" if self.origin == "record" else "")
+        if d.race:
+            outcome = d.race
+            times = ", ".join(f"{name} {median * 1e6:,.1f} us" for name, median in outcome["medians"].items())
+            text += f"; race: {times}, spread {outcome['spread']:.1%}: {outcome['note']}"
+        elif d.source == "model" and d.reason.startswith("not raced"):
+            text += f"; {d.reason}"
+        return text
+
+    def describe(self) -> str:
+        d = self.decision
+        unfused = f"{d.unfused_cycles:,.0f}" if d.unfused_cycles is not None else "-"
+        if d.fused_cycles is None:
+            body = f"unfused {unfused} cycles; {d.status}: {d.reason}"
+        else:
+            tiling = ", ".join(f"{axis}:{size}" for axis, size in d.tiling) or "one tile"
+            body = (f"unfused {unfused} cycles, fused {d.fused_cycles:,.0f} cycles ({d.form}, tiles {tiling}),"
+                    f" margin {d.margin:+.1%}")
+        return f"{body}; choice {d.choice}; {self.source_text()}"
+
+
+@dataclass
+class DecideReport:
+    """What deciding did in one compile (counts, for explain, tests and the benchmark)."""
+
+    recorded: int = 0  # verdicts taken from the record
+    priced: int = 0  # verdicts the pricer computed now
+    raced: int = 0  # races run
+    race_skipped: int = 0  # thin margins left unraced (race share spent or too small)
+    written: int = 0  # rows this compile wrote
+    taken_from_others: int = 0  # rows another process wrote first
+    price_calls: int = 0  # the pricer's tiling prices (zero on a warm compile)
+
+    def describe(self) -> str:
+        return (f"decisions: {self.recorded} from the record, {self.priced} priced now, {self.raced} raced"
+                f" ({self.race_skipped} thin margins unraced), {self.written} written to the record"
+                + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else ""))
+
+
+class DecidedPricing:
+    """The priced policy's pricer, behind the decision record (see module doc).
+
+    ``key_base``: contract, threads, profile_id, deciding, compiler (``RecordKey`` fields but
+    signature and context). ``contenders(region, decision)`` -> {"unfused": run, "fused": run}
+    (built by ``weft.compile``), or None when the region cannot be raced."""
+
+    def __init__(self, pricing, record: DecisionRecord | None, key_base: dict, race_margin: float = DEFAULT_RACE_MARGIN,
+                 race_budget: RaceBudget | None = None, contenders=None) -> None:
+        self.pricing = pricing
+        self.record = record
+        self.key_base = key_base
+        self.race_margin = race_margin
+        self.race_budget = race_budget or RaceBudget(0.0)
+        self.contenders = contenders
+        self.decide_report = DecideReport()
+        self.memo: dict[RecordKey, DecidedVerdict] = {}
+
+    @property
+    def report(self):
+        return self.pricing.report
+
+    def key(self, region) -> RecordKey:
+        pricing = self.pricing
+        names = buffer_order(pricing.kernels, region)
+        position = {name: number for number, name in enumerate(names)}
+        homes = region_homes(pricing.member_homes, region.members)
+        context = context_digest({str(position[name]): level for name, level in homes.items() if name in position})
+        return RecordKey(signature=pricing.signature(region), context=context, **self.key_base)
+
+    def recorded(self, region) -> DecidedVerdict | None:
+        key = self.key(region)
+        if key in self.memo:
+            return self.memo[key]
+        decision = self.record.get(key) if self.record is not None else None
+        if decision is None:
+            return None
+        verdict = DecidedVerdict(decision, "record")
+        self.memo[key] = verdict
+        self.decide_report.recorded += 1
+        return verdict
+
+    def survey(self, regions) -> None:
+        """Price, in order of expected gain, only the candidates the record does not know."""
+        fresh = [region for region in regions if not region.is_fused or self.recorded(region) is None]
+        if any(region.is_fused for region in fresh):
+            self.pricing.survey(fresh)
+        self._count()
+
+    def verdict(self, region):
+        known = self.recorded(region)
+        if known is not None:
+            return known
+        key = self.key(region)
+        priced = self.pricing.verdict(region)
+        self._count()
+        if priced.status == "budget":
+            # another compile may have decided it meanwhile: its verdict keeps the plans equal
+            self.memo.pop(key, None)
+            return self.recorded(region) or priced  # else undecided: stays unfused, not recorded
+        self.decide_report.priced += 1
+        decision = self._decide(key, region, priced)
+        stored = self.record.put(decision) if self.record is not None else decision
+        mine = stored.created == decision.created and stored.choice == decision.choice
+        if mine:
+            self.decide_report.written += 1
+        else:
+            self.decide_report.taken_from_others += 1
+        verdict = DecidedVerdict(stored, decision.source if mine else "record", priced)
+        self.memo[key] = verdict
+        return verdict
+
+    def _decide(self, key: RecordKey, region, priced) -> Decision:
+        fused = getattr(priced, "fused", None)
+        unfused = getattr(priced, "unfused", None)
+        model_choice = "fused" if priced.pays(PRICED_MARGIN) else "unfused"
+        base = dict(key=key, status=priced.status, form=priced.form, tiling=tuple(priced.tiling),
+                    unfused_cycles=None if unfused is None else float(unfused.cycles),
+                    fused_cycles=None if fused is None else float(fused.cycles), reason=priced.reason,
+                    created=time.time())
+        if priced.status != "priced" or fused is None or abs(priced.margin) >= self.race_margin:
+            return Decision(choice=model_choice, source="model", **base)
+        outcome = self._race(region, model_choice, base)
+        if outcome is None:
+            self.decide_report.race_skipped += 1
+            base["reason"] = (f"not raced: margin {priced.margin:+.1%} is thin (under {self.race_margin:.0%}) but the"
+                              f" race share had {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left")
+            return Decision(choice=model_choice, source="model", **base)
+        self.decide_report.raced += 1
+        return Decision(choice=outcome.choice, source="race", race=outcome.to_dict(), **base)
+
+    def _race(self, region, model_choice: str, base: dict) -> RaceOutcome | None:
+        budget = self.race_budget
+        if self.contenders is None or budget.left() <= 0:
+            return None
+        start = time.perf_counter()
+        try:
+            contenders = self.contenders(region, base["form"], base["tiling"], budget)
+            if contenders is None:
+                return None
+            left = budget.left() - (time.perf_counter() - start)
+            return run_race(contenders, model_choice, left) if left > 0 else None
+        finally:
+            elapsed = time.perf_counter() - start
+            budget.spent += elapsed
+            budget.races += 1
+            pricing_budget = getattr(self.pricing, "budget", None)
+            if pricing_budget is not None:  # the race has its own share: its time is not the pricer's
+                pricing_budget.start += elapsed
+
+    def _count(self) -> None:
+        self.decide_report.price_calls = getattr(getattr(self.pricing, "pricer", None), "price_calls", 0)

@@ -1,0 +1,124 @@
+"""Check programs in this process: trace, compile, run, compare under the contract.
+
+``check_batch`` compiles several programs as one plan (gcc's start-up dominates small
+plans); any failure of the batch as a whole (a refusal, an exception) is attributed
+by the caller re-running the batch's programs one at a time.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from weft.errors import WeftError
+from weft.fuzz import compare
+from weft.fuzz.program import Program, input_arrays, trace_batch
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one program.
+
+    status: ok, mismatch (output breaks the contract), crash (an exception that is not a
+    WeftError, or the process died), refusal (a WeftError: Weft declined a program the
+    generator considers legal), or batch (the batch failed as a whole: re-run singly).
+    stage: trace, compile, run, oracle, reference or compare.
+    """
+
+    status: str
+    message: str = ""
+    stage: str = ""
+    unchecked: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Settings:
+    contract: str = "strict"
+    fusion: str = "off"
+    threads: int = 1
+
+
+def _failure(stage: str, error: BaseException) -> Outcome:
+    if isinstance(error, WeftError):
+        return Outcome("refusal", f"{type(error).__name__}: {error}", stage)
+    detail = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+    return Outcome("crash", f"{type(error).__name__}: {error}\n{detail}", stage)
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def verdicts(plan, arrays: list[np.ndarray], got, contract: str) -> list[compare.Verdict]:
+    """One verdict per output of ``plan``: ``got`` (the compiled outputs) under ``contract``."""
+    from weft.fuzz.reference64 import bounds64
+    from weft.oracle import run
+
+    got = _as_tuple(got)
+    oracle = _as_tuple(run(plan, *arrays))
+    if len(got) != len(oracle):
+        raise AssertionError(f"the compiled plan returned {len(got)} outputs, the oracle {len(oracle)}")
+    if contract == "strict":
+        return [compare.strict(np.asarray(g), np.asarray(o)) for g, o in zip(got, oracle, strict=True)]
+    values, magnitudes = bounds64(plan, *arrays)
+    results = []
+    for g, o, name in zip(got, oracle, plan.outputs, strict=True):
+        verdict = compare.inference(np.asarray(g), np.asarray(o), values[name], magnitudes.get(name))
+        # the bound must hold for the oracle too; where it does not, the oracle or the
+        # bound is wrong, and either is a finding (never a silent pass or a blamed compile)
+        oracle_verdict = compare.inference(np.asarray(o), np.asarray(o), values[name], magnitudes.get(name))
+        if oracle_verdict.problem:
+            verdict = compare.Verdict(f"the oracle itself disagrees with float64: {oracle_verdict.problem}",
+                                      verdict.unchecked)
+        results.append(verdict)
+    return results
+
+
+def check_outputs(plan, arrays: list[np.ndarray], got, contract: str = "strict") -> None:
+    """Raise AssertionError naming each output of ``plan`` whose compiled value ``got``
+    breaks ``contract`` (Strict: the oracle's bytes; Inference: float64 within tolerance)."""
+    problems = [f"output {n} ({plan.outputs[n]}): {v.problem}"
+                for n, v in enumerate(verdicts(plan, arrays, got, contract)) if v.problem]
+    if problems:
+        raise AssertionError(f"{contract} contract broken:\n" + "\n".join(problems))
+
+
+def check_batch(programs: list[Program], settings: Settings) -> list[Outcome]:
+    """One outcome per program; on a failure of the whole batch (more than one program),
+    every outcome is ``batch`` with the message."""
+    import weft
+
+    stage = "trace"
+    try:
+        plan, positions = trace_batch(programs)
+        arrays = [a for p in programs for a in input_arrays(p)]
+        stage = "compile"
+        compiled = weft.compile(plan, contract=settings.contract, fusion=settings.fusion, threads=settings.threads)
+        stage = "run"
+        got = compiled(*arrays)
+        stage = "compare"
+        results = verdicts(plan, arrays, got, settings.contract)
+    except Exception as error:  # noqa: BLE001 - every failure is a finding, classified
+        outcome = _failure(stage, error)
+        if len(programs) > 1:
+            return [Outcome("batch", outcome.message, stage)] * len(programs)
+        return [outcome]
+    outcomes = []
+    for program, where in zip(programs, positions, strict=True):
+        problems, unchecked = [], 0
+        for number, position in enumerate(where):
+            unchecked += results[position].unchecked
+            if results[position].problem:
+                problems.append(f"output {number} ({program.outputs[number]}): {results[position].problem}")
+        status = "mismatch" if problems else "ok"
+        outcomes.append(Outcome(status, "\n".join(problems), "compare" if problems else "", unchecked))
+    return outcomes
+
+
+def check_program(program: Program, settings: Settings) -> Outcome:
+    return check_batch([program], settings)[0]

@@ -1,0 +1,356 @@
+"""The contraction microkernel: one packed, register-blocked design for every contraction.
+
+A member ``c[o...] = sum_k F(x(m..., k), y(n, k))`` whose body multiplies one
+factor ``x`` that does not depend on the column axis ``n`` by one factor ``y``
+that does not depend on the row axes ``m...`` is a contraction, whatever views
+its operands are read through (window partitions, ``(out, in)`` weights,
+permuted heads, grouped-query broadcast, padded or gathered reads): packing
+evaluates each factor once per element into a contiguous panel, so the index map
+costs one pass over the operand, never one per multiply. The description is data
+(``ContractionNest``); ``weft.codegen.contraction`` writes its C.
+
+Axes of the output, before/after (vit-block's fc1 over a (1, 72, 72, 1024) input)::
+
+    mlp_linear[b0, b1, i, j] = sum_k norm2[b0, b1, i, k] * fc1_weight[j, k]
+    ContractionNest(row_axes=(b0, b1, i) -> M = 5184, column_axis=j (N = 4096),
+                    batch_axes=(), K = 1024, register tile 6 x 64, kc 256, mc 252, nc 1024)
+
+so a linear over (B, T, C) is one GEMM over all leading axes, not B GEMMs; axes
+both factors depend on (attention's batch and heads) are batch axes, iterated.
+
+Loop structure (BLIS's loops; the parallel loop is over row blocks, or over
+batch points when there are many)::
+
+    for batch point:  for jc in N by nc:
+        pack y[jc:jc+nc, all k] into nr-wide micro-panels                (threads share it)
+        for row block ic in M by mc (parallel):  for pc in K by kc:
+            pack x[ic:ic+mc, pc:pc+kc] into mr-row micro-panels
+            for jr in nc by nr:  for ir in mc by mr:  mr x nr accumulators over kc steps
+
+Strict: one accumulator per output, terms added in the oracle's order (``k``
+ascending, the body's own operations per term, no FMA); between ``kc`` blocks
+the partial sums wait in the output buffer (a float32 stored and reloaded is
+exact), so the bytes equal the oracle's. Inference: a body that is a product of
+the two factors and constants becomes one FMA per term, the constants multiplied
+once into the result.
+
+An **epilogue** (fusion's elementwise tail: bias, activation, residual, scale)
+is an expression over ``acc_at(kernel)`` (the finished sum of one output point) and loads
+at the output point; it runs on the register tile before the store, and the
+nest then writes ``output`` (the tail's last member) instead of the contraction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass
+
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Combiner,
+    Const,
+    DType,
+    Expr,
+    IndexOf,
+    Kernel,
+    Load,
+    Unary,
+    UnaryOp,
+    expr_axes,
+    expr_loads,
+)
+from weft.lower.access import address_step
+from weft.lower.nest import AxisRange, BufferView
+
+# Placeholders inside ``term`` and ``epilogue``: the packed factor values and the sum.
+X_SLOT = Load("wf.x", ())
+Y_SLOT = Load("wf.y", ())
+ACC_BUFFER = "wf.acc"
+
+
+def acc_at(kernel: Kernel) -> Load:
+    """The finished sum at the output point, as the epilogue reads it (it varies with
+    every output axis, so renderers treat it as a vector along the columns)."""
+    return Load(ACC_BUFFER, tuple(AxisIndex(axis.name) for axis in kernel.axes))
+
+# Register tile: MICRO_ROWS rows x (MICRO_VECTORS x lanes) columns of accumulators,
+# 6 x 4 = 24 of AVX-512's 32 registers, so each broadcast of x feeds four FMAs and each
+# load of a y vector six (measured at M=1176, N=4096, K=1024, 1 thread, quiet machine:
+# 222 GFLOP/s, against 192-266 GFLOP/s of independent FMA chains; see benchmarks/backend.py).
+MICRO_ROWS = 6
+MICRO_VECTORS = {16: 4, 8: 2, 4: 2}
+
+# Smallest extents served (smaller shapes keep the plain nest: a matrix-vector
+# product reads each weight once and has no reuse for a register tile to exploit).
+MIN_ROWS = 2
+MIN_COLUMNS_VECTORS = 1
+MIN_FOLD = 4
+
+# Up to this many nr-wide column panels, x is read in place when it can be (one load,
+# unit-stride along the single fold axis): packing it would cost a pass over x per use
+# that only this many micro-panels share (attention's probabilities x V has one panel).
+DIRECT_X_MAX_PANELS = 4
+
+# Batch points at which threads take whole batch points (attention's heads): no barrier at all.
+BATCH_PARALLEL_MIN = 8
+
+# Row blocks handed out per batch point and column block: enough that two threads
+# (or a thread sharing its core) balance.
+TARGET_ITEMS = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _cache_sizes() -> tuple[int, int, int]:
+    from weft.cost.machine import cache_sizes
+
+    sizes = cache_sizes()
+    return sizes.get("l1d") or 48 * 1024, sizes.get("l2") or 1024 * 1024, sizes.get("l3") or 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Panel sizes: ``kc`` fold steps per packed block of x, ``mc`` rows per packed row block
+    (a multiple of ``mr``), ``nc`` columns per packed panel of y (a multiple of ``nr``, all
+    fold steps), ``column_groups`` splits of a column panel among work items when rows are few."""
+
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+    column_groups: int
+    parallel_batches: bool = False  # threads take whole batch points, each with its own panels
+
+
+def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2: int, l3: int,
+                    batches: int = 1) -> Blocking:
+    """From the cache sizes (BLIS's analytic rules, simplified):
+
+    - kc: an ``mr x kc`` micro-panel of x takes at most an eighth of L1 (it is read once
+      per micro-tile while y's micro-panel streams);
+    - mc: the packed ``mc x kc`` row block of x takes at most a quarter of L2, and at
+      least TARGET_ITEMS row blocks exist when the rows allow it;
+    - nc: y is packed for the whole fold at once (``fold x nc``: one barrier per column
+      panel, not one per fold block: a thread that shares its core with another process
+      stalls every barrier); the panel takes at most half of L3, or, when batch points
+      run in parallel (each thread packs its own), at most L2.
+    """
+    mr, nr = MICRO_ROWS, MICRO_VECTORS.get(lanes, 2) * lanes
+    kc = max(16, (l1d // (mr * 4 * 8)) // 16 * 16)
+    kc = min(kc, fold)
+    mc_cache = max(mr, (l2 // 4 // (kc * 4)) // mr * mr)
+    all_columns = -(-columns // nr) * nr
+    parallel_batches = batches >= BATCH_PARALLEL_MIN and fold * all_columns * 4 <= l2
+    if parallel_batches:
+        return Blocking(mr, nr, kc, min(mc_cache, -(-rows // mr) * mr), all_columns, 1, True)
+    per_item = -(-rows // TARGET_ITEMS)
+    mc = min(mc_cache, -(-per_item // mr) * mr)
+    nc = min(all_columns, max(nr, (l3 // 2 // (fold * 4)) // nr * nr))
+    row_blocks = -(-rows // mc)
+    panels = -(-nc // nr)
+    column_groups = 1 if row_blocks >= TARGET_ITEMS else min(panels, -(-TARGET_ITEMS // row_blocks))
+    return Blocking(mr, nr, kc, mc, nc, column_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class ContractionNest:
+    """A contraction run by the packed microkernel (module docstring).
+
+    ``term`` is the body with the two factors replaced by ``X_SLOT`` / ``Y_SLOT``;
+    ``fma`` (Inference only) says it is their product, times ``scale`` (the product of the
+    body's constant factors, applied once per output). ``epilogue`` is None or an
+    expression over ``acc_at(kernel)`` and loads at the output point; ``output`` is the buffer the
+    nest writes (the contraction's own, or the epilogue's last member's).
+    """
+
+    kernel: Kernel
+    x_factor: Expr
+    y_factor: Expr
+    term: Expr
+    row_axes: tuple[str, ...]
+    column_axis: str
+    batch_axes: tuple[str, ...]
+    blocking: Blocking
+    views: tuple[BufferView, ...]
+    contract: str
+    lanes: int
+    parallel: bool
+    fma: bool = False
+    scale: float = 1.0
+    pack_x: bool = True  # False: x is one unit-stride load along the fold, read in place (few column panels)
+    epilogue: Expr | None = None
+    output: str = ""
+    members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
+    ranges: tuple[AxisRange, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.output or self.kernel.output
+
+    @property
+    def output_buffer(self) -> str:
+        return self.output or self.kernel.output
+
+    def extent(self, axis: str) -> int:
+        return next(a.extent for a in self.kernel.all_axes if a.name == axis)
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.extent(a) for a in self.row_axes)
+
+    @property
+    def columns(self) -> int:
+        return self.extent(self.column_axis)
+
+    @property
+    def fold_points(self) -> int:
+        return math.prod(a.extent for a in self.kernel.fold_axes)
+
+    @property
+    def batch_points(self) -> int:
+        return math.prod(self.extent(a) for a in self.batch_axes)
+
+    def view(self, buffer: str) -> BufferView:
+        for view in self.views:
+            if view.buffer == buffer:
+                return view
+        raise KeyError(buffer)
+
+    def describe(self) -> str:
+        b = self.blocking
+        batch = f"{self.batch_points} x " if self.batch_axes else ""
+        kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
+        tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
+        packing = "x, y packed" if self.pack_x else "y packed, x in place"
+        text = (f"{self.name}: contraction microkernel {batch}{self.rows}x{self.columns}x{self.fold_points} "
+                f"(rows {'*'.join(self.row_axes)}, columns {self.column_axis}); tile {b.mr}x{b.nr}, {kind}; {packing}; "
+                f"kc {b.kc}, mc {b.mc}, nc {b.nc}{tail}; {'parallel' if self.parallel else 'serial'}")
+        return text.replace("*/", "* /")
+
+
+def _product_leaves(expr: Expr) -> list[Expr]:
+    """Operands of a tree of multiplications, left to right."""
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return _product_leaves(expr.left) + _product_leaves(expr.right)
+    return [expr]
+
+
+def _replace(expr: Expr, old: Expr, new: Expr) -> Expr:
+    if expr is old:
+        return new
+    if isinstance(expr, Binary):
+        return Binary(expr.op, _replace(expr.left, old, new), _replace(expr.right, old, new))
+    if isinstance(expr, Unary):
+        return Unary(expr.op, _replace(expr.operand, old, new))
+    return expr
+
+
+def _term_ops_only(expr: Expr) -> bool:
+    """The term (body over the two slots) uses float arithmetic the microkernel renders."""
+    if expr is X_SLOT or expr is Y_SLOT:
+        return True
+    if isinstance(expr, Const):
+        return expr.dtype is DType.FLOAT32
+    if isinstance(expr, Binary):
+        return expr.op in (BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL, BinaryOp.DIV) and \
+            _term_ops_only(expr.left) and _term_ops_only(expr.right)
+    if isinstance(expr, Unary):
+        return expr.op is UnaryOp.NEG and _term_ops_only(expr.operand)
+    return False
+
+
+def _float_loads(expr: Expr, views: dict[str, BufferView]) -> bool:
+    return all(views[load.buffer].dtype is DType.FLOAT32 for load in expr_loads(expr))
+
+
+def split_contraction(kernel: Kernel, views: dict[str, BufferView]):
+    """(x factor, y factor, term, row axes, column axis, batch axes) of a contraction, or None.
+
+    The body's product operands must hold exactly two non-constant factors; the
+    output's innermost axis must be read by exactly one of them (the column factor y).
+    """
+    fold = kernel.fold
+    if fold is None or fold.combiner is not Combiner.SUM or views[kernel.output].dtype is not DType.FLOAT32:
+        return None
+    leaves = _product_leaves(kernel.body)
+    factors = [leaf for leaf in leaves if not isinstance(leaf, Const)]
+    if len(factors) != 2 or any(isinstance(leaf, Const) and leaf.dtype is not DType.FLOAT32 for leaf in leaves):
+        return None
+    output_axes = [a.name for a in kernel.axes]
+    if not output_axes:
+        return None
+    column = output_axes[-1]
+    first, second = factors
+    uses = [expr_axes(f) & set(output_axes) for f in factors]
+    if column in uses[0] and column not in uses[1]:
+        y, x = first, second
+    elif column in uses[1] and column not in uses[0]:
+        x, y = first, second
+    else:
+        return None
+    x_axes, y_axes = expr_axes(x), expr_axes(y)
+    rows = tuple(a for a in output_axes if a in x_axes and a not in y_axes)
+    if not rows or not _float_loads(x, views) or not _float_loads(y, views):
+        return None
+    batch = tuple(a for a in output_axes if a not in rows and a != column)
+    term = _replace(_replace(kernel.body, x, X_SLOT), y, Y_SLOT)
+    if not _term_ops_only(term):
+        return None
+    return x, y, term, rows, column, batch
+
+
+def _plain_index(index) -> bool:
+    """No gather (``IndexOf``) anywhere in an index expression."""
+    if isinstance(index, IndexOf):
+        return False
+    return all(_plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
+
+
+def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) -> bool:
+    """x is a single plain load whose address steps by one element per fold step."""
+    if not isinstance(x, Load) or x.padding is not None or len(kernel.fold_axes) != 1:
+        return False
+    if not all(_plain_index(index) for index in x.index):
+        return False
+    return address_step(x, views[x.buffer].strides, kernel.fold_axes[0].name) == 1
+
+
+def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, contract: str,
+                      parallel_min_work: int) -> ContractionNest | None:
+    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves."""
+    split = split_contraction(kernel, views)
+    if split is None:
+        return None
+    x, y, term, rows, column, batch = split
+    output = views[kernel.output]
+    if output.strides[[a.name for a in kernel.axes].index(column)] != 1:
+        return None
+    extents = {a.name: a.extent for a in kernel.all_axes}
+    m = math.prod(extents[a] for a in rows)
+    n, k = extents[column], math.prod(a.extent for a in kernel.fold_axes)
+    if m < MIN_ROWS or n < MIN_COLUMNS_VECTORS * lanes or k < MIN_FOLD:
+        return None
+    batches = math.prod(extents[a] for a in batch)
+    blocking = choose_blocking(m, n, k, lanes, *_cache_sizes(), batches=batches)
+    fma = contract == "inference"  # the body is a product of the factors and constants
+    scale = 1.0
+    if fma:
+        for leaf in _product_leaves(kernel.body):
+            if isinstance(leaf, Const):
+                scale *= float(leaf.value)
+    pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
+    if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
+        blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
+    touched = dict.fromkeys((kernel.output, *kernel.reads))
+    work = m * n * k * batches
+    return ContractionNest(
+        kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
+        blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
+        parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, output=kernel.output, members=(kernel.output,),
+        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+    )
+

@@ -1,0 +1,533 @@
+"""ATen ops to ``weft.nn`` calls: one lowering function per op, in a table.
+
+A lowering gets the node's output description (``out``: a fake tensor with the
+shape and dtype ATen computed) and the node's arguments with graph values replaced
+by weft Tensors. It returns a weft Tensor (or a tuple for multi-output ops). ATen's
+type promotion is applied by casting operands to the dtype ATen reports for the
+result, so weft.nn never sees mixed dtypes. Anything outside what a lowering
+handles raises ``LoweringError``; the partitioner then leaves that node to eager.
+
+Semantics where weft.nn differs from ATen, handled here (or refused):
+- ``pow``: weft.nn.pow takes exponents 0..8 and 0.5; -0.5 and -1 are lowered as
+  rsqrt and reciprocal; any other exponent falls back.
+- ``squeeze`` of a dim whose extent is not 1 is a no-op in ATen (weft.nn raises).
+- ``index.Tensor`` with a negative index wraps (ATen) before the gather.
+- ``bitwise_and`` only on bool (it is ``logical_and`` there); integer bit ops fall back.
+- ``any`` folds ``max`` over the values cast to int32 (weft.nn refuses bool folds).
+- ``cos``/``sin`` and any op not in ``LOWERINGS`` fall back (Weft has no cos/sin yet).
+- zero-size tensors, float16/bfloat16/float64 and complex fall back (the partitioner checks).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+
+import torch
+
+from weft import nn
+from weft.ir import DType, IndexOf
+from weft.nn.elementwise import broadcast_read
+from weft.nn.tensor import Tensor, axes_for, axis_index
+from weft.nn.views import read_padded
+from weft.torch.values import LoweringError, arange, constant, python_scalar, weft_dtype
+
+aten = torch.ops.aten
+Lowering = Callable[..., object]
+LOWERINGS: dict[object, Lowering] = {}
+
+
+def lowers(*targets: object) -> Callable[[Lowering], Lowering]:
+    def register(function: Lowering) -> Lowering:
+        for target in targets:
+            LOWERINGS[target] = function
+        return function
+
+    return register
+
+
+def _dtype(out: torch.Tensor) -> DType:
+    return weft_dtype(out.dtype, "result")
+
+
+def _as(value: object, dtype: DType) -> object:
+    """``value`` (Tensor or Python number) in ``dtype``: ATen's promotion made explicit."""
+    if isinstance(value, Tensor):
+        return nn.cast(value, dtype) if value.dtype is not dtype else value
+    if isinstance(value, bool | int | float):
+        return python_scalar(value, dtype)
+    raise LoweringError(f"operand {value!r} is neither a tensor nor a number")
+
+
+def _common(a: object, b: object) -> DType:
+    """The dtype a comparison computes in (ATen's promotion of its two operands)."""
+    kinds = [v.dtype for v in (a, b) if isinstance(v, Tensor)]
+    if any(k.is_float for k in kinds) or any(isinstance(v, float) for v in (a, b)):
+        return DType.FLOAT32
+    if any(k is DType.INT64 for k in kinds) or (any(isinstance(v, int) and not isinstance(v, bool) for v in (a, b))
+                                                and DType.BOOL in kinds and len(kinds) == 1):
+        return DType.INT64
+    return kinds[0]
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def _binary(function):
+    def lower(out, a, b, alpha=1):
+        dtype = _dtype(out)
+        if dtype is DType.BOOL:
+            raise LoweringError("arithmetic on bool tensors")
+        if alpha != 1:
+            b = nn.mul(_as(b, dtype), python_scalar(alpha, dtype))
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            raise LoweringError("arithmetic on two numbers")
+        return function(_as(a, dtype), _as(b, dtype))
+
+    return lower
+
+
+LOWERINGS.update({
+    aten.add.Tensor: _binary(nn.add), aten.add.Scalar: _binary(nn.add),
+    aten.sub.Tensor: _binary(nn.sub), aten.sub.Scalar: _binary(nn.sub),
+    aten.mul.Tensor: _binary(nn.mul), aten.mul.Scalar: _binary(nn.mul),
+    aten.maximum.default: _binary(nn.maximum), aten.minimum.default: _binary(nn.minimum),
+})
+
+
+@lowers(aten.rsub.Scalar, aten.rsub.Tensor)
+def _rsub(out, a, b, alpha=1):
+    dtype = _dtype(out)
+    scaled = nn.mul(_as(a, dtype), python_scalar(alpha, dtype)) if alpha != 1 else _as(a, dtype)
+    return nn.sub(_as(b, dtype), scaled) if isinstance(b, Tensor) else nn.sub(constant(b, (), dtype), scaled)
+
+
+@lowers(aten.div.Tensor, aten.div.Scalar)
+def _div(out, a, b):
+    dtype = _dtype(out)
+    if not dtype.is_float:
+        raise LoweringError("integer true division")
+    return nn.div(_as(a, dtype), _as(b, dtype))
+
+
+@lowers(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(out, a, b, rounding_mode=None):
+    dtype = _dtype(out)
+    if rounding_mode == "floor" and not dtype.is_float:
+        return _floor_divide(out, a, b)
+    if rounding_mode is not None and not (rounding_mode == "trunc" and not dtype.is_float):
+        raise LoweringError(f"div with rounding_mode={rounding_mode!r} on {dtype.value}")
+    return nn.div(_as(a, dtype), _as(b, dtype))
+
+
+def _sign_differs(remainder: Tensor, divisor: object) -> Tensor:
+    """Where truncating and floor division disagree: a non-zero remainder whose sign
+    differs from the divisor's."""
+    zero = python_scalar(0, remainder.dtype)
+    divisor_negative = nn.less(divisor, zero) if isinstance(divisor, Tensor) else bool(divisor < 0)
+    remainder_negative = nn.less(remainder, zero)
+    if isinstance(divisor_negative, bool):
+        differs = nn.logical_not(remainder_negative) if divisor_negative else remainder_negative
+    else:
+        differs = nn.not_equal(remainder_negative, divisor_negative)
+    return nn.logical_and(nn.not_equal(remainder, zero), differs)
+
+
+@lowers(aten.remainder.Tensor, aten.remainder.Scalar)
+def _remainder(out, a, b):
+    """Python's (and ATen's) modulo: the sign of the divisor, from weft's truncating fmod."""
+    dtype = _dtype(out)
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor):
+        a = constant(a, (), dtype)
+    remainder = nn.fmod(a, b)
+    return nn.where(_sign_differs(remainder, b), nn.add(remainder, b), remainder)
+
+
+@lowers(aten.floor_divide.default)
+def _floor_divide(out, a, b):
+    dtype = _dtype(out)
+    if dtype.is_float:
+        raise LoweringError("floor_divide of floats (Weft has no floor)")
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor):
+        a = constant(a, (), dtype)
+    quotient = nn.div(a, b)
+    return nn.where(_sign_differs(nn.fmod(a, b), b), nn.sub(quotient, python_scalar(1, dtype)), quotient)
+
+
+@lowers(aten.neg.default)
+def _neg(out, x):
+    return nn.neg(_as(x, _dtype(out)))
+
+
+def _float_unary(function):
+    def lower(out, x):
+        dtype = _dtype(out)
+        if not dtype.is_float:
+            raise LoweringError("a float function of a non-float result")
+        return function(_as(x, dtype))
+
+    return lower
+
+
+for _target, _function in {
+    aten.rsqrt.default: nn.rsqrt, aten.sqrt.default: nn.sqrt, aten.exp.default: nn.exp,
+    aten.log.default: nn.log, aten.tanh.default: nn.tanh, aten.sigmoid.default: nn.sigmoid,
+    aten.silu.default: nn.silu, aten.erf.default: nn.erf, aten.relu.default: nn.relu,
+    aten.reciprocal.default: lambda x: nn.div(1.0, x),
+}.items():
+    LOWERINGS[_target] = _float_unary(_function)
+
+
+@lowers(aten.abs.default)
+def _abs(out, x):
+    return nn.abs(x)
+
+
+@lowers(aten.gelu.default)
+def _gelu(out, x, approximate="none"):
+    return nn.gelu(x, approximate)
+
+
+@lowers(aten.pow.Tensor_Scalar)
+def _pow(out, x, exponent):
+    dtype = _dtype(out)
+    x = _as(x, dtype)
+    if exponent == -0.5 and dtype.is_float:
+        return nn.rsqrt(x)
+    if exponent == -1 and dtype.is_float:
+        return nn.div(1.0, x)
+    if isinstance(exponent, int | float) and (float(exponent).is_integer() and 0 <= exponent <= 8
+                                              or exponent == 0.5 and dtype.is_float):
+        return nn.pow(x, int(exponent) if float(exponent).is_integer() else exponent)
+    raise LoweringError(f"pow with exponent {exponent!r} (weft.nn.pow takes 0..8, 0.5, -0.5, -1)")
+
+
+def _compare(function):
+    def lower(out, a, b):
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            raise LoweringError("a comparison of two numbers")
+        common = _common(a, b)
+        return function(_as(a, common), _as(b, common))
+
+    return lower
+
+
+for _names, _function in {
+    ("eq",): nn.equal, ("ne",): nn.not_equal, ("lt",): nn.less, ("le",): nn.less_equal,
+    ("gt",): nn.greater, ("ge",): nn.greater_equal,
+}.items():
+    for _overload in ("Tensor", "Scalar"):
+        LOWERINGS[getattr(getattr(aten, _names[0]), _overload)] = _compare(_function)
+
+
+def _truth(value: object) -> object:
+    """ATen's logical ops read any dtype as ``value != 0``."""
+    if isinstance(value, Tensor) and value.dtype is not DType.BOOL:
+        return nn.not_equal(value, python_scalar(0, value.dtype))
+    return value
+
+
+@lowers(aten.logical_and.default)
+def _logical_and(out, a, b):
+    return nn.logical_and(_truth(a), _truth(b))
+
+
+@lowers(aten.logical_or.default)
+def _logical_or(out, a, b):
+    return nn.logical_or(_truth(a), _truth(b))
+
+
+@lowers(aten.logical_not.default)
+def _logical_not(out, x):
+    return nn.logical_not(_truth(x))
+
+
+@lowers(aten.bitwise_and.Tensor)
+def _bitwise_and(out, a, b):
+    if _dtype(out) is not DType.BOOL:
+        raise LoweringError("bitwise_and on integers")
+    return nn.logical_and(a, b)
+
+
+@lowers(aten.bitwise_or.Tensor)
+def _bitwise_or(out, a, b):
+    if _dtype(out) is not DType.BOOL:
+        raise LoweringError("bitwise_or on integers")
+    return nn.logical_or(a, b)
+
+
+@lowers(aten.bitwise_not.default)
+def _bitwise_not(out, x):
+    if _dtype(out) is not DType.BOOL:
+        raise LoweringError("bitwise_not on integers")
+    return nn.logical_not(x)
+
+
+@lowers(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(out, condition, a, b):
+    dtype = _dtype(out)
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = constant(a, (), dtype)
+    return nn.where(_truth(condition), a, b)
+
+
+@lowers(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(out, x, mask, value):
+    dtype = _dtype(out)
+    if isinstance(value, Tensor):
+        value = _as(value, dtype)
+    return nn.where(_truth(mask), python_scalar(value, dtype) if not isinstance(value, Tensor) else value, x)
+
+
+@lowers(aten._to_copy.default, aten.to.dtype, torch.ops.prims.convert_element_type.default)
+def _to_copy(out, x, *args, **kwargs):
+    if out.device.type != "cpu":
+        raise LoweringError(f"_to_copy to device {out.device}")
+    return nn.cast(x, _dtype(out))
+
+
+@lowers(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default,
+        aten.contiguous.default)
+def _identity(out, x, *args, **kwargs):
+    return x
+
+
+# ---------------------------------------------------------------- creation
+
+
+@lowers(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(out, *args, **kwargs):
+    numbers = [a for a in args if isinstance(a, int | float)]
+    start, step = (0, 1) if len(numbers) == 1 else (numbers[0], numbers[2] if len(numbers) > 2 else 1)
+    return arange(start, step, out.shape[0], _dtype(out))
+
+
+@lowers(aten.full.default)
+def _full(out, size, value, **kwargs):
+    return constant(value, tuple(out.shape), _dtype(out))
+
+
+@lowers(aten.full_like.default, aten.zeros_like.default, aten.ones_like.default)
+def _full_like(out, x, value=None, **kwargs):
+    if value is None:
+        raise LoweringError("zeros_like/ones_like without a value")
+    return constant(value, tuple(out.shape), _dtype(out))
+
+
+@lowers(aten.scalar_tensor.default)
+def _scalar_tensor(out, value, **kwargs):
+    return constant(value, (), _dtype(out))
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _dims(x: Tensor, dims: Sequence[int] | int | None) -> tuple[int, ...] | None:
+    if dims is None or (not isinstance(dims, int) and len(dims) == 0):
+        return None
+    return (dims,) if isinstance(dims, int) else tuple(dims)
+
+
+@lowers(aten.sum.dim_IntList, aten.sum.default)
+def _sum(out, x, dims=None, keepdim=False, dtype=None):
+    return nn.sum(_as(x, _dtype(out)), _dims(x, dims), keepdim)
+
+
+@lowers(aten.mean.dim, aten.mean.default)
+def _mean(out, x, dims=None, keepdim=False, dtype=None):
+    return nn.mean(_as(x, _dtype(out)), _dims(x, dims), keepdim)
+
+
+@lowers(aten.amax.default)
+def _amax(out, x, dims=(), keepdim=False):
+    return nn.max(x, _dims(x, dims), keepdim)
+
+
+@lowers(aten.amin.default)
+def _amin(out, x, dims=(), keepdim=False):
+    return nn.min(x, _dims(x, dims), keepdim)
+
+
+@lowers(aten.any.dim, aten.any.dims, aten.any.default)
+def _any(out, x, dims=None, keepdim=False):
+    as_int = nn.cast(_truth(x), DType.INT32)
+    return nn.greater(nn.max(as_int, _dims(x, dims), keepdim), 0)
+
+
+@lowers(aten._softmax.default)
+def _softmax(out, x, dim, half_to_float=False):
+    return nn.softmax(x, dim)
+
+
+@lowers(aten._log_softmax.default)
+def _log_softmax(out, x, dim, half_to_float=False):
+    return nn.log_softmax(x, dim)
+
+
+@lowers(aten.native_layer_norm.default)
+def _native_layer_norm(out, x, normalized_shape, weight, bias, eps):
+    """(out, mean, rstd) as ATen returns them; unused statistics are dropped by the trace."""
+    count = len(normalized_shape)
+    axes = tuple(range(x.ndim - count, x.ndim))
+    result = nn.layer_norm(x, tuple(normalized_shape), weight, bias, eps)
+    mean = nn.mean(x, axes, keepdims=True)
+    centered = nn.sub(x, mean)
+    rstd = nn.rsqrt(nn.add(nn.mean(nn.mul(centered, centered), axes, keepdims=True), float(eps)))
+    return result, mean, rstd
+
+
+# ---------------------------------------------------------------- contractions and gathers
+
+
+@lowers(aten.addmm.default)
+def _addmm(out, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        raise LoweringError(f"addmm with beta={beta}, alpha={alpha}")
+    return nn.add(nn.matmul(a, b), bias)
+
+
+@lowers(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _matmul(out, a, b):
+    return nn.matmul(a, b)
+
+
+@lowers(aten.embedding.default)
+def _embedding(out, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return nn.embedding(indices, weight)
+
+
+@lowers(aten.index.Tensor)
+def _index(out, x, indices):
+    """Advanced indexing by integer tensors (``None`` keeps a dim): one gather member.
+
+    The index tensors broadcast together; their dims replace the indexed dims in place
+    when those are adjacent, else they lead (NumPy's and ATen's rule). Negative indices
+    wrap first, as in ATen."""
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if not given or any(not isinstance(i, Tensor) or not i.dtype.is_int for _, i in given):
+        raise LoweringError("index.Tensor with a bool mask or a non-tensor index (only integer index tensors)")
+    positions = [d for d, _ in given]
+    wrapped = {d: nn.where(nn.less(i, 0), nn.add(i, python_scalar(x.shape[d], i.dtype)), i) for d, i in given}
+    shape = tuple(out.shape)
+    batch = nn.broadcast_shapes("index", *(i.shape for _, i in given))
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    lead = positions[0] if adjacent else 0
+    axes = axes_for(shape)
+    index = axis_index(axes)
+    batch_index = index[lead:lead + len(batch)]
+    rest = iter(index[:lead] + index[lead + len(batch):])
+    source = tuple(IndexOf(broadcast_read(wrapped[d], batch, batch_index)) if d in wrapped else next(rest)
+                   for d in range(x.ndim))
+    return x.tracer.emit("index", axes, x.read(source), x.dtype)
+
+
+@lowers(aten.gather.default)
+def _gather(out, x, dim, index, sparse_grad=False):
+    """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``dim``. ATen rejects negative
+    indices here (unlike ``index.Tensor``); an index outside the table is Weft's gather InputError."""
+    if not isinstance(index, Tensor) or not index.dtype.is_int:
+        raise LoweringError("gather with a non-integer index")
+    dim %= max(x.ndim, 1)
+    axes = axes_for(index.shape)
+    position = axis_index(axes)
+    source = position[:dim] + (IndexOf(index.read(position)),) + position[dim + 1:]
+    return x.tracer.emit("gather", axes, x.read(source), x.dtype)
+
+
+@lowers(aten.convolution.default)
+def _convolution(out, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed or groups != 1 or x.ndim != 4:
+        raise LoweringError(f"convolution (transposed={transposed}, groups={groups}, rank {x.ndim})")
+    return nn.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation))
+
+
+# ---------------------------------------------------------------- views
+
+
+@lowers(aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default)
+def _view(out, x, shape):
+    return nn.reshape(x, tuple(out.shape))
+
+
+@lowers(aten.permute.default)
+def _permute(out, x, dims):
+    return nn.permute(x, tuple(d % max(x.ndim, 1) for d in dims))
+
+
+@lowers(aten.transpose.int)
+def _transpose(out, x, a, b):
+    return nn.transpose(x, a, b) if x.ndim >= 2 else x
+
+
+@lowers(aten.t.default)
+def _t(out, x):
+    return nn.transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+@lowers(aten.expand.default)
+def _expand(out, x, shape, implicit=False):
+    return nn.expand(x, tuple(out.shape))
+
+
+@lowers(aten.unsqueeze.default)
+def _unsqueeze(out, x, dim):
+    return nn.unsqueeze(x, dim)
+
+
+@lowers(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(out, x, dims=None):
+    return nn.reshape(x, tuple(out.shape))
+
+
+@lowers(aten.select.int)
+def _select(out, x, dim, index):
+    dim %= x.ndim
+    index = index % x.shape[dim]
+    return nn.squeeze(nn.slice_axis(x, dim, index, index + 1), dim)
+
+
+@lowers(aten.slice.Tensor)
+def _slice(out, x, dim=0, start=None, end=None, step=1):
+    return nn.slice_axis(x, dim, start, end, step)
+
+
+@lowers(aten.constant_pad_nd.default)
+def _constant_pad(out, x, pad, value=0):
+    """Zero (or ``value``) padding as an index map with a guarded read; no member of its own."""
+    if any(p < 0 for p in pad):
+        raise LoweringError("constant_pad_nd with a negative (cropping) pad")
+    before = [0] * x.ndim
+    for position in range(len(pad) // 2):
+        before[x.ndim - 1 - position] = pad[2 * position]
+    fill = python_scalar(value, x.dtype)
+
+    def read(index):
+        return read_padded(x, tuple(i - b if b else i for i, b in zip(index, before, strict=True)), fill)
+
+    return Tensor(tuple(out.shape), x.dtype, x.tracer, read, None)
+
+
+@lowers(aten.cat.default)
+def _cat(out, tensors, dim=0):
+    parts = [t for t in tensors if isinstance(t, Tensor)]  # empty parts arrive as EMPTY
+    if not parts:
+        raise LoweringError("cat of empty tensors only")
+    return nn.concat(parts, dim % parts[0].ndim)
+
+
+@lowers(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(out, x, sizes, dim=0):
+    dim %= x.ndim
+    if isinstance(sizes, int):
+        sizes = [min(sizes, x.shape[dim] - start) for start in range(0, x.shape[dim], sizes)]
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(nn.slice_axis(x, dim, start, start + size))
+        start += size
+    return tuple(parts)
+
+
+LOWERINGS[operator.getitem] = lambda out, values, position: values[position]
