@@ -9,7 +9,7 @@ fixed KV length, the cache cropped back after each step so every step has the sa
 tokens/s at batch 1), ``vit-block`` (the SAM 3 encoder block twin of the vit-block workload).
 ``--small`` shrinks every model (for a shared machine).
 
-Arms run interleaved ABBA/BAAB per BENCHMARKING.md with an A/A control (weft twice); the JSON
+Arms run interleaved ABBA/BAAB per docs/benchmarking.md with an A/A control (weft twice); the JSON
 result keeps every round, each arm's min/median/max, paired ratios against weft, compile
 times (first call) and the fallback count per model. Outputs are checked against eager first
 (Inference tolerance). Times on a shared machine are only comparable inside one run.

@@ -493,7 +493,7 @@ class CompiledPlan:
         return [(name, members, s) for name, members, s in zip(self.function_names, self.groups, seconds, strict=True)]
 
     def kernel_set(self) -> str:
-        """The plan identity of what runs (DESIGN.md section 2): a digest of the lowered
+        """The plan identity of what runs (docs/design.md section 2): a digest of the lowered
         functions' structure (members, nests, tilings, scratch, lanes, contract), never of
         times, notes or where a verdict came from. Two compiles that run the same code agree."""
         return kernel_set_digest(self.lowered)

@@ -1,4 +1,4 @@
-"""Deciding (DESIGN.md section 6): the decision record, the race on thin margins, the
+"""Deciding (docs/design.md section 6): the decision record, the race on thin margins, the
 legacy matcher policy. Imports ``weft.cost`` and ``weft.compose``; what it needs of the
 lowering and the C compiler (building a race's contenders) is passed in by ``weft.compile``.
 

@@ -6,7 +6,7 @@ contenders are built by the caller (``weft.compile`` passes a builder in: this p
 never imports the lowering or the C driver), each a callable that runs the region once
 on the same random inputs of its real shapes (never zeros).
 
-Timing follows BENCHMARKING.md in miniature: warm-up calls dropped, then blocks of
+Timing follows docs/benchmarking.md in miniature: warm-up calls dropped, then blocks of
 ABBA and BAAB alternately, the median of each contender's times, and a spread: per
 contender, the gap between the medians of its two positions, as a fraction. The
 verdict (``judge``) is a pure function of the timings:
@@ -66,7 +66,7 @@ class RaceOutcome:
 def position_spread(positions: dict[str, tuple[list[float], list[float]]]) -> float:
     """Per contender, the median of its outer-position times (first and last of a block) and
     of its inner-position times (the middle): the largest relative gap between the two
-    (BENCHMARKING.md rule 4)."""
+    (docs/benchmarking.md rule 4)."""
     worst = 0.0
     for outer_times, inner_times in positions.values():
         if not outer_times or not inner_times:

@@ -1,6 +1,6 @@
 """The two contracts as comparisons of one output array.
 
-Strict (DESIGN.md section 3): bytes identical to the oracle for every non-NaN value,
+Strict (docs/design.md section 3): bytes identical to the oracle for every non-NaN value,
 NaN exactly where the oracle has NaN (any payload); ints and bools byte-identical.
 
 Inference: against the float64 evaluator (``weft.fuzz.reference64``), per element,

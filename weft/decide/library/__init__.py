@@ -1,4 +1,4 @@
-"""Library bodies behind matchers (DESIGN.md section 6). A matcher proves a hand-written body
+"""Library bodies behind matchers (docs/design.md section 6). A matcher proves a hand-written body
 legal for a region (the region is already a legal candidate of ``weft.compose.grow``; the
 matcher recognises *which* body applies and under which contracts); the price decides.
 """
