@@ -85,29 +85,19 @@ def _cross_entropy(logits, target, weight=None, *, reduction="mean", ignore_inde
                    size_average=None, reduce=None):
     if weight is not None:
         raise Unmapped("cross_entropy with class weights")
-    if label_smoothing:
-        raise Unmapped("cross_entropy with label_smoothing")
     if size_average is not None or reduce is not None:
         raise Unmapped("keyword size_average= is not supported")
-    if target.dtype.is_float:
-        raise Unmapped("cross_entropy with probability targets")
     if logits.ndim > 2:  # PyTorch puts classes at dim 1: (N, C, d1, ...) -> (N, d1, ..., C)
-        logits = nn.permute(logits, (0, *range(2, logits.ndim), 1))
-    if logits.ndim == 1:
-        raise Unmapped("cross_entropy of one unbatched row")
-    if ignore_index != -100:
-        raise Unmapped("cross_entropy with ignore_index")
-    return nn.cross_entropy(logits, target, reduction=reduction)
+        order = (0, *range(2, logits.ndim), 1)
+        logits = nn.permute(logits, order)
+        if target.dtype.is_float:
+            target = nn.permute(target, order)
+    return nn.cross_entropy(logits, target, reduction=reduction, ignore_index=ignore_index,
+                            label_smoothing=label_smoothing)
 
 
 def _conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    if groups != 1:
-        raise Unmapped("conv2d with groups")
-    if isinstance(padding, str):
-        raise Unmapped("conv2d with padding='same' or 'valid'")
-    if x.ndim == 3:
-        raise Unmapped("conv2d of an unbatched input")
-    return nn.conv2d(x, weight, bias, stride=stride, padding=padding, dilation=dilation)
+    return nn.conv2d(x, weight, bias, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
 
 def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

@@ -10,10 +10,11 @@ from weft import nn
 from weft.errors import ShapeError, WeftError
 
 
-def test_a_3d_input_to_conv2d_is_a_rank_error_not_a_channel_mismatch():
-    with pytest.raises(ShapeError, match=r"input has rank 3 .*rank-4 batched input \(N, C, H, W\).*unsqueeze") as error:
-        weft.trace(nn.conv2d, weft.spec((3, 8, 8)), weft.spec((4, 3, 3, 3)))
+def test_a_wrong_rank_input_to_conv2d_is_a_rank_error_not_a_channel_mismatch():
+    with pytest.raises(ShapeError, match=r"input has rank 2 .*\(N, C, H, W\) or an unbatched \(C, H, W\)") as error:
+        weft.trace(nn.conv2d, weft.spec((8, 8)), weft.spec((4, 3, 3, 3)))
     assert "channels" not in str(error.value)
+    assert weft.trace(nn.conv2d, weft.spec((3, 8, 8)), weft.spec((4, 3, 3, 3))).outputs  # unbatched: allowed
     with pytest.raises(ShapeError, match="weight has rank 3"):
         weft.trace(nn.conv2d, weft.spec((1, 3, 8, 8)), weft.spec((4, 3, 3)))
     with pytest.raises(ShapeError, match="has 2 channels but weight .* expects 3"):

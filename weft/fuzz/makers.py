@@ -392,6 +392,43 @@ def make_conv2d(b: Builder, fn: str) -> Value:
     return b.emit("conv2d", args, kwargs, (n, o, *out), FLOAT, False)
 
 
+def make_pool(b: Builder, fn: str) -> Value:
+    """max_pool2d / avg_pool2d over NCHW: kernel, stride, padding (at most half the kernel,
+    as PyTorch requires), dilation for max, count_include_pad for avg."""
+    kh, kw = b.rng.choice([1, 2, 3]), b.rng.choice([1, 2, 3])
+    stride = b.rng.choice([None, 1, 2])
+    padding = b.rng.choice([0, 0, min(kh, kw) // 2])
+    dilation = b.rng.choice([1, 1, 2]) if fn == "max_pool2d" else 1
+    n, c = b.new_dim(high=2), b.new_dim(high=6)
+    reach = max(dilation * (max(kh, kw) - 1) + 1, 2)
+    h, w = b.new_dim(high=40, low=reach), b.new_dim(high=40, low=reach)
+    x = b.new_input((n, c, h, w))
+    kwargs = {"kernel_size": (kh, kw), "padding": padding}
+    if stride is not None:
+        kwargs["stride"] = stride
+    if fn == "max_pool2d":
+        kwargs["dilation"] = dilation
+    elif padding and b.chance(0.5):
+        kwargs["count_include_pad"] = False
+    step = (kh, kw) if stride is None else (stride, stride)
+    sizes = {name: b.size((name,)) for name in (h, w)}
+    out = [str((sizes[d] + 2 * padding - dilation * (k - 1) - 1) // s + 1)
+           for d, k, s in ((h, kh, step[0]), (w, kw, step[1]))]
+    return b.emit(fn, _refs(x), kwargs, (n, c, *out), FLOAT, False)
+
+
+def make_batch_norm(b: Builder, fn: str) -> Value:
+    """Inference batch norm over channel axis 1 of (N, C, ...), with or without weight and bias."""
+    n, c = b.new_dim(high=4), b.new_dim(high=16)
+    x = b.new_input((n, c) + b.new_shape(b.rng.randint(0, 2), 24))
+    mean = b.new_input((c,), FLOAT, param=True)
+    var = b.new_input((c,), FLOAT, "uniform:0:2", param=True)
+    args = _refs(x, mean, var)
+    if b.chance(0.7):
+        args += (Ref(b.new_input((c,), FLOAT, param=True).name), Ref(b.new_input((c,), FLOAT, param=True).name))
+    return b.emit("batch_norm", args, {"eps": b.rng.choice([1e-5, 1e-3])}, x.shape, FLOAT, False)
+
+
 def make_embedding(b: Builder, fn: str) -> Value:
     vocab, width = b.new_dim(high=300), b.new_dim(high=64)
     ids = b.new_input(b.new_shape(b.rng.randint(1, 2), 256), b.rng.choice([INT32, INT64]), f"ids:{vocab}")
@@ -441,7 +478,7 @@ def _table() -> dict[str, Callable[[Builder], Value]]:
         "layer_norm": make_layer_norm, "rms_norm": make_rms_norm, "cross_entropy": make_cross_entropy,
         "matmul": make_matmul, "bmm": make_bmm, "linear": make_linear, "attention": make_attention,
         "conv2d": make_conv2d, "embedding": make_embedding, "rope": make_rope, "rope_2d": make_rope_2d,
-        "adam_step": make_adam,
+        "adam_step": make_adam, "max_pool2d": make_pool, "avg_pool2d": make_pool, "batch_norm": make_batch_norm,
         "reshape": make_reshape, "flatten": make_reshape, "permute": make_permute, "transpose": make_permute,
         "expand": make_expand, "broadcast_to": make_expand, "squeeze": make_squeeze, "unsqueeze": make_squeeze,
         "slice": make_slice, "slice_axis": make_slice, "getitem": make_getitem, "concat": make_concat,

@@ -7,6 +7,7 @@ No function here is a fused primitive: attention is six members, layer norm four
 softmax four; views are index maps. The composition engine decides what to fuse.
 """
 
+from weft.nn.conv import conv2d
 from weft.nn.elementwise import (
     abs,
     add,
@@ -42,10 +43,11 @@ from weft.nn.elementwise import (
     tanh,
     where,
 )
-from weft.nn.linalg import attention, bmm, conv2d, embedding, linear, matmul, rope, rope_2d
+from weft.nn.linalg import attention, bmm, embedding, linear, matmul, rope, rope_2d
+from weft.nn.losses import cross_entropy
 from weft.nn.optim import adam_step
 from weft.nn.pool import avg_pool2d, batch_norm, max_pool2d
-from weft.nn.reduce import cross_entropy, layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
+from weft.nn.reduce import layer_norm, log_softmax, max, mean, min, rms_norm, softmax, sum
 from weft.nn.tensor import (
     Spec,
     Tensor,

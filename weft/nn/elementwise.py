@@ -211,7 +211,7 @@ def minimum(a: Operand, b: Operand) -> Tensor:
 
 def pow(a: Operand, b: Operand) -> Tensor:  # noqa: A001 (mirrors the ** operator)
     """``a ** b`` as PyTorch's ``pow``: any float exponent, a tensor exponent, or a Python
-    number base (``2 ** x``); one member (``weft.nn.power`` defines the body and its accuracy).
+    number base (``2 ** x``); one member (``weft/nn/power.py`` defines the body and its accuracy).
     Integer tensors take non-negative integer exponents (repeated multiplication)."""
     from weft.nn.power import general_power, scalar_power
 

@@ -1,4 +1,4 @@
-"""Contractions and index-heavy members: matmul, linear, attention, conv2d,
+"""Contractions and index-heavy members: matmul, linear, attention (conv2d: ``weft.nn.conv``),
 embedding lookup and rotary embeddings.
 
 A contraction is one member whose fold sums a product of two loads; transposes
@@ -39,7 +39,7 @@ from weft.ir import (
 )
 from weft.nn.elementwise import add, broadcast_read, broadcast_shapes
 from weft.nn.tensor import Tensor, current_tracer
-from weft.nn.views import read_padded, reshape, transpose
+from weft.nn.views import reshape, transpose
 
 
 def _need_float(op: str, *tensors: Tensor | None) -> None:
@@ -217,64 +217,6 @@ def attention(
     fully_masked = Binary(BinaryOp.EQ, row_max.read(rows), Const(-math.inf))
     return tracer.emit("attn_masked_rows", out_axes, Where(fully_masked, Const(0.0), out.read(out_at)),
                        DType.FLOAT32)
-
-
-def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value)
-    if len(pair) != 2 or any(not isinstance(n, int) for n in pair):
-        raise ShapeError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
-    return pair
-
-
-def conv2d(
-    x: Tensor,
-    weight: Tensor,
-    bias: Tensor | None = None,
-    stride: int | Sequence[int] = 1,
-    padding: int | Sequence[int] = 0,
-    dilation: int | Sequence[int] = 1,
-) -> Tensor:
-    """2-D convolution, NCHW input and (O, C, KH, KW) weight: one contraction member
-    folding (c, ky, kx); the halo reads through a zero-padded Load. Bias adds a member."""
-    _need_float("conv2d", x, weight, bias)
-    if x.ndim != 4:
-        fix = " (one image: add the batch axis with nn.unsqueeze(x, 0))" if x.ndim == 3 else ""
-        raise ShapeError(f"conv2d: input has rank {x.ndim} (shape {x.shape}); conv2d takes a rank-4 batched"
-                         f" input (N, C, H, W){fix}")
-    if weight.ndim != 4:
-        raise ShapeError(f"conv2d: weight has rank {weight.ndim} (shape {weight.shape}); conv2d takes a rank-4"
-                         " weight (O, C, KH, KW)")
-    if x.shape[1] != weight.shape[1]:
-        raise ShapeError(
-            f"conv2d: input {x.shape} has {x.shape[1]} channels but weight {weight.shape} expects"
-            f" {weight.shape[1]}: need (N, C, H, W) and (O, C, KH, KW) with the same C"
-        )
-    (sy, sx), (py, px), (dy, dx) = _pair("stride", stride), _pair("padding", padding), _pair("dilation", dilation)
-    if min(sy, sx, dy, dx) < 1 or min(py, px) < 0:
-        raise ShapeError(f"conv2d: stride and dilation must be >= 1 and padding >= 0, got {stride}, {dilation}, {padding}")
-    n, c, height, width = x.shape
-    out_channels, _, kh, kw = weight.shape
-    out_h = (height + 2 * py - dy * (kh - 1) - 1) // sy + 1
-    out_w = (width + 2 * px - dx * (kw - 1) - 1) // sx + 1
-    if out_h < 1 or out_w < 1:
-        raise ShapeError(f"conv2d: kernel {weight.shape[2:]} is larger than the padded input {x.shape[2:]}")
-    if bias is not None and bias.shape != (out_channels,):
-        raise ShapeError(f"conv2d: bias has shape {bias.shape}, expected ({out_channels},)")
-    current_tracer(x, weight, bias)
-    axes = (Axis("n", n), Axis("o", out_channels), Axis("y", out_h), Axis("x", out_w))
-    fold = Fold((Axis("c", c), Axis("ky", kh), Axis("kx", kw)), Combiner.SUM)
-    ci, ky, kx = AxisIndex("c"), AxisIndex("ky"), AxisIndex("kx")
-    row = AxisIndex("y") * sy + ky * dy - py
-    col = AxisIndex("x") * sx + kx * dx - px
-    index = (AxisIndex("n"), ci, row, col)
-    pixel = read_padded(x, index) if py or px else x.read(index)
-    body = _mul(pixel, weight.read((AxisIndex("o"), ci, ky, kx)))
-    out = x.tracer.emit("conv2d", axes, body, DType.FLOAT32, fold)
-    if bias is None:
-        return out
-    from weft.nn.views import reshape
-
-    return add(out, reshape(bias, (out_channels, 1, 1)))
 
 
 def embedding(ids: Tensor, table: Tensor) -> Tensor:

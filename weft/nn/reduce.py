@@ -11,8 +11,8 @@ Member shapes (what the composition engine sees), for rows r and reduced axis j:
     layer_norm:  mean[r] = sum_j x*(1/N);  centered = x - mean;
                  var[r] = sum_j centered*centered*(1/N);  out = centered * rsqrt(var + eps) * w + b
     rms_norm:    ms[r] = sum_j x*x*(1/N);  out = x * rsqrt(ms + eps) * w
-    cross_entropy: max[r];  sumexp[r] = sum_j exp(x - max);
-                 loss[r] = (log(sumexp) + max) - x[r, target[r]];  mean = sum_r loss*(1/R)
+
+Cross-entropy is in ``weft.nn.losses``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from weft.ir import (
     Expr,
     Fold,
     IndexExpr,
-    IndexOf,
     Unary,
     UnaryOp,
 )
@@ -300,42 +299,3 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))
-
-
-def cross_entropy(logits: Tensor, targets: Tensor, reduction: str = "mean") -> Tensor:
-    """Cross-entropy of logits (..., V) against integer class targets (...).
-
-    Members: row max, row sum of exp, per-row loss ``log(sumexp) + max - x[target]``
-    (a gather through ``IndexOf``), and for ``mean``/``sum`` one fold over the rows."""
-    _need_float("cross_entropy", logits)
-    if not isinstance(targets, Tensor) or not targets.dtype.is_int:
-        got = getattr(targets, "dtype", None)
-        raise DTypeError(
-            f"cross_entropy: targets must be an int32/int64 Tensor of class indices, got"
-            f" {got.value if got else type(targets).__name__}"
-        )
-    if logits.ndim < 1 or targets.shape != logits.shape[:-1]:
-        raise ShapeError(
-            f"cross_entropy: logits {logits.shape} and targets {targets.shape} do not fit;"
-            " targets must have the logits' shape without the class dimension"
-        )
-    if reduction not in ("mean", "sum", "none"):
-        raise ShapeError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    current_tracer(logits, targets)
-    rows = _Rows(logits, _trailing(logits, 1))
-    row_max = rows.emit_row("ce_max", logits.read(rows.full_index(True)), Combiner.MAX)
-    terms = Unary(UnaryOp.EXP, _sub(logits.read(rows.full_index(True)), rows.row(row_max)))
-    total = rows.emit_row("ce_sumexp", terms, Combiner.SUM)
-    row_index = axis_index(rows.row_axes)
-    target_logit = logits.read(row_index + (IndexOf(targets.read(row_index)),))
-    log_total = Binary(BinaryOp.ADD, Unary(UnaryOp.LOG, rows.row(total)), rows.row(row_max))
-    loss = logits.tracer.emit("ce_loss", rows.row_axes, _sub(log_total, target_logit), DType.FLOAT32)
-    if reduction == "none" or not rows.row_axes:
-        return loss
-    if reduction == "mean" and loss.size == 0:  # the mean of no losses is NaN (0/0), as in PyTorch
-        from weft.nn.elementwise import mul
-
-        return mul(reduce("cross_entropy", loss, None, Combiner.SUM, label="ce_sum"), math.nan)
-    term = (lambda v: Binary(BinaryOp.MUL, v, Const(1.0 / loss.size))) if reduction == "mean" else (lambda v: v)
-    return reduce("cross_entropy", loss, None, Combiner.SUM, term=term, label=f"ce_{reduction}")
-

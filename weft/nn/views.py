@@ -180,8 +180,6 @@ def slice_axis(x: Tensor, axis: int, start: int | None = None, stop: int | None 
         raise ShapeError("slice: step must not be 0")
     begin, end, stride = slice(start, stop, step).indices(x.shape[axis])
     positions = range(begin, end, stride)
-    if len(positions) == 0:
-        raise ShapeError(f"slice: {start}:{stop}:{step} of axis {axis} (extent {x.shape[axis]}) is empty")
     shape = x.shape[:axis] + (len(positions),) + x.shape[axis + 1:]
     return view(x, shape, lambda index: index[:axis] + (index[axis] * stride + begin,) + index[axis + 1:])
 
@@ -252,6 +250,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     if not parts:
         raise ShapeError("concat: needs at least one tensor")
     current_tracer(*parts)
+    if any(part.shape != (0,) for part in parts):  # PyTorch skips 1-D empty pieces of any rank (legacy)
+        parts = [part for part in parts if part.shape != (0,)]
     first = parts[0]
     axis = normalize_axis("concat", axis, first.shape)
     for other in parts[1:]:
@@ -264,6 +264,8 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
             )
         if other.dtype is not first.dtype:
             raise ShapeError(f"concat: dtypes differ ({first.dtype.value} vs {other.dtype.value})")
+    parts = [part for part in parts if part.shape[axis]] or parts[:1]  # empty pieces add nothing
+    first = parts[0]
     if len(parts) == 1:
         return first
     offsets = []

@@ -237,6 +237,8 @@ def run_kernel(kernel: Kernel, values: Mapping[str, np.ndarray], dtype: DType) -
     env = _axis_grid(kernel)
     shape = kernel.shape
     np_dtype = NUMPY_DTYPE[dtype]
+    if 0 in shape:  # an empty member: nothing to evaluate (its reads may name no element)
+        return np.empty(shape, np_dtype)
     if kernel.fold is None:
         result = _Evaluator(values, env, kernel.output).expr(kernel.body)
         return np.array(np.broadcast_to(np.asarray(result, dtype=np_dtype), shape), order="C")  # keeps 0-d

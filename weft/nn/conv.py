@@ -1,0 +1,108 @@
+"""2-D convolution with PyTorch's ``F.conv2d`` arguments: stride, padding (ints, pairs,
+``"same"``, ``"valid"``), dilation, groups, batched (N, C, H, W) or unbatched (C, H, W) input.
+
+One contraction member folding (c, ky, kx) over the channels of the output's group::
+
+    out[n, o, y, x] = sum_{c, ky, kx} in[n, g(o)*Cg + c, y*sy + ky*dy - top, x*sx + kx*dx - left]
+                                      * w[o, c, ky, kx]          g(o) = o // (O / groups)
+
+The halo reads through a zero-padded Load. ``"same"`` pads d*(k-1) in total per dim, the
+extra one at the bottom/right, as PyTorch does (stride 1 only, as PyTorch). A bias adds a member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from weft.errors import ShapeError
+from weft.ir import Axis, AxisIndex, Binary, BinaryOp, Combiner, DType, Fold
+from weft.nn.elementwise import add
+from weft.nn.linalg import _need_float
+from weft.nn.tensor import Tensor, current_tracer
+from weft.nn.views import read_padded, reshape
+
+
+def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value)
+    if len(pair) != 2 or any(not isinstance(n, int) for n in pair):
+        raise ShapeError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def _padding(padding: int | Sequence[int] | str, stride: tuple[int, int], dilation: tuple[int, int],
+             kernel: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(top, left) and (bottom, right) padding."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0), (0, 0)
+        if padding != "same":
+            raise ShapeError(f"conv2d: padding must be ints, 'same' or 'valid', got {padding!r}")
+        if stride != (1, 1):
+            raise ShapeError(f"conv2d: padding='same' needs stride 1 (as in PyTorch), got stride {stride};"
+                             " give the padding as ints for a strided convolution")
+        totals = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+        return (totals[0] // 2, totals[1] // 2), (totals[0] - totals[0] // 2, totals[1] - totals[1] // 2)
+    pair = _pair("padding", padding)
+    return pair, pair
+
+
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] | str = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+) -> Tensor:
+    """PyTorch's ``F.conv2d``: (N, C, H, W) or (C, H, W) input, (O, C/groups, KH, KW) weight."""
+    _need_float("conv2d", x, weight, bias)
+    if weight.ndim != 4:
+        raise ShapeError(f"conv2d: weight has rank {weight.ndim} (shape {weight.shape}); conv2d takes a rank-4"
+                         " weight (O, C/groups, KH, KW)")
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"conv2d: input has rank {x.ndim} (shape {x.shape}); conv2d takes a batched (N, C, H, W)"
+                         " or an unbatched (C, H, W) input")
+    if x.ndim == 3:  # unbatched, as PyTorch: a batch of one
+        out = conv2d(reshape(x, (1, *x.shape)), weight, bias, stride, padding, dilation, groups)
+        return reshape(out, out.shape[1:])
+    if not isinstance(groups, int) or groups < 1:
+        raise ShapeError(f"conv2d: groups must be a positive int, got {groups!r}")
+    if x.shape[1] != weight.shape[1] * groups:
+        per_group = f" ({weight.shape[1]} per group x groups={groups})" if groups > 1 else ""
+        raise ShapeError(
+            f"conv2d: input {x.shape} has {x.shape[1]} channels but weight {weight.shape} expects"
+            f" {weight.shape[1] * groups}{per_group}: need (N, C, H, W) and (O, C/groups, KH, KW)"
+        )
+    if weight.shape[0] % groups:
+        raise ShapeError(f"conv2d: weight {weight.shape} has {weight.shape[0]} output channels; need O divisible by"
+                         f" groups={groups}")
+    (sy, sx), (dy, dx) = _pair("stride", stride), _pair("dilation", dilation)
+    if min(sy, sx, dy, dx) < 1:
+        raise ShapeError(f"conv2d: stride and dilation must be >= 1, got {stride}, {dilation}")
+    n, _, height, width = x.shape
+    out_channels, group_channels, kh, kw = weight.shape
+    (top, left), (bottom, right) = _padding(padding, (sy, sx), (dy, dx), (kh, kw))
+    if min(top, left) < 0:
+        raise ShapeError(f"conv2d: padding must be >= 0, got {padding}")
+    out_h = (height + top + bottom - dy * (kh - 1) - 1) // sy + 1
+    out_w = (width + left + right - dx * (kw - 1) - 1) // sx + 1
+    if out_h < 1 or out_w < 1:
+        raise ShapeError(f"conv2d: kernel {weight.shape[2:]} is larger than the padded input {x.shape[2:]}")
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(f"conv2d: bias has shape {bias.shape}, expected ({out_channels},)")
+    current_tracer(x, weight, bias)
+    axes = (Axis("n", n), Axis("o", out_channels), Axis("y", out_h), Axis("x", out_w))
+    fold = Fold((Axis("c", group_channels), Axis("ky", kh), Axis("kx", kw)), Combiner.SUM)
+    ci, ky, kx = AxisIndex("c"), AxisIndex("ky"), AxisIndex("kx")
+    channel = ci if groups == 1 else AxisIndex("o") // (out_channels // groups) * group_channels + ci
+    row = AxisIndex("y") * sy + ky * dy - top
+    col = AxisIndex("x") * sx + kx * dx - left
+    index = (AxisIndex("n"), channel, row, col)
+    padded = top or left or bottom or right
+    pixel = read_padded(x, index) if padded else x.read(index)
+    body = Binary(BinaryOp.MUL, pixel, weight.read((AxisIndex("o"), ci, ky, kx)))
+    out = x.tracer.emit("conv2d", axes, body, DType.FLOAT32, fold)
+    if bias is None:
+        return out
+    return add(out, reshape(bias, (out_channels, 1, 1)))
