@@ -168,7 +168,7 @@ def contraction_records(threads: int, blocks: int, sizes: list[int]) -> list[dic
 
 def workload_records(profile, threads: int, blocks: int, quick: bool) -> list[dict]:
     from weft.bench.arms import ArmUnavailable, build_peer_runner, build_weft_runner, parse_arm
-    from weft.bench.roofline import floor, plan_work, unfused_work
+    from weft.cost.work import floor, plan_work, unfused_work
     from weft.workloads import get_workload
 
     cases = [("attention", {"batch": 1, "heads": 1, "tokens": 2592 if quick else 5184, "head_dim": 32}),

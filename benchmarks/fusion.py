@@ -98,15 +98,17 @@ def reexec_without_slow_blas_env() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
-def parse_sets(items: list[str]) -> dict[str, dict[str, str]]:
-    """``["attention:tokens=2048"]`` -> {"attention": {"tokens": "2048"}} (the workload parses values)."""
-    sets: dict[str, dict[str, str]] = {}
+def parse_sets(items: list[str]) -> dict[str, dict[str, object]]:
+    """``["attention:tokens=2048"]`` -> {"attention": {"tokens": 2048}} (the workload checks values)."""
+    from weft.workloads.params import parse_setting
+
+    sets: dict[str, dict[str, object]] = {}
     for item in items:
         workload, colon, pair = item.partition(":")
-        key, equals, value = pair.partition("=")
-        if not colon or not equals or not key.strip():
+        if not colon:
             raise SystemExit(f"--set {item!r}: write WORKLOAD:KEY=VALUE, e.g. --set attention:tokens=2048")
-        sets.setdefault(workload.strip(), {})[key.strip()] = value.strip()
+        key, value = parse_setting(pair, f"--set {workload.strip()}:")
+        sets.setdefault(workload.strip(), {})[key] = value
     return sets
 
 
@@ -132,7 +134,7 @@ def fusion_explanation(plan, contract: str, threads: int) -> dict:
     """
     record: dict = {}
     try:
-        from weft.compose.explain import explain_plan
+        from weft.explain import explain_plan
 
         explanation = explain_plan(plan, FUSED, contract)
         regions = explanation.partition.regions
@@ -184,8 +186,9 @@ def stats_json(stats: dict) -> dict:
 def bench(workload_name: str, options, profile, members: tuple[str, ...] | None = None) -> dict:
     """One weft-bench/1 result: the whole plan (``run_bench``), or one region cut out as a
     stage plan (``weft.bench.stage``, as ``weft bench --stage`` does, without re-timing the whole)."""
+    from weft.bench.context import build_context
     from weft.bench.result import SCHEMA, provenance
-    from weft.bench.run import build_context, measure, run_bench
+    from weft.bench.run import measure, run_bench
 
     if members is None:
         return run_bench(workload_name, options, profile)
@@ -284,7 +287,7 @@ def run_one(
 
 def fused_regions(workload_name: str, params: dict, contract: str) -> list[dict]:
     """The distinct fused regions of the greedy partition (by signature), with how often each occurs."""
-    from weft.compose.explain import explain_plan
+    from weft.explain import explain_plan
     from weft.workloads import get_workload
 
     explanation = explain_plan(get_workload(workload_name).plan(**params), FUSED, contract)

@@ -35,14 +35,14 @@ from pathlib import Path
 import numpy as np
 
 from weft.codegen.cpu import cpu_features, lanes_for
-from weft.compile import region_pricing
-from weft.compose import choose_regions, online_lowering_for
+from weft.compose import choose_regions
 from weft.compose.partition import Partition
 from weft.compose.priced import survey_candidates
 from weft.config import config_from_env
 from weft.cost.machine import machine_profile
 from weft.cost.model import price_function
 from weft.cost.search import unfused_price
+from weft.fuse import online_lowering_for, region_pricing
 from weft.ir import DType
 from weft.lower import Target
 from weft.workloads import WORKLOADS

@@ -1,8 +1,9 @@
 """Weft: a tensor compiler for CPUs that fuses a region only when a price says it pays."""
 
-__version__ = "0.1.0"
-
-from weft.errors import (  # noqa: E402
+from weft import nn  # the front end: weft.trace / weft.spec / weft.nn
+from weft.compile import CompiledPlan, compile  # noqa: A004  (native code: weft.compile)
+from weft.config import Config
+from weft.errors import (
     AxisError,
     CompileError,
     ConfigError,
@@ -13,17 +14,10 @@ from weft.errors import (  # noqa: E402
     WeftIRError,
     WorkloadError,
 )
+from weft.nn import spec, trace
+from weft.version import __version__
 
 __all__ = [
-    "AxisError", "CompileError", "ConfigError", "DTypeError", "InputError", "ShapeError",
-    "WeftError", "WeftIRError", "WorkloadError", "__version__",
+    "AxisError", "CompileError", "CompiledPlan", "Config", "ConfigError", "DTypeError", "InputError", "ShapeError",
+    "WeftError", "WeftIRError", "WorkloadError", "__version__", "compile", "nn", "spec", "trace",
 ]
-
-from weft import nn  # noqa: E402  (the front end: weft.trace / weft.spec / weft.nn)
-from weft.nn import spec, trace  # noqa: E402
-
-__all__ += ["nn", "spec", "trace"]
-
-from weft.compile import CompiledPlan, compile  # noqa: E402,A004  (native code: weft.compile)
-
-__all__ += ["CompiledPlan", "compile"]

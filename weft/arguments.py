@@ -144,8 +144,6 @@ def bind_params(plan, params: Mapping[str, object]) -> dict[str, np.ndarray]:
     ``plan``'s inputs: each must be an input, with its shape and dtype. Returns
     C-contiguous read-only copies, so a later change to the caller's array cannot
     change the bound weight."""
-    from weft.oracle.interpreter import NUMPY_DTYPE
-
     if not isinstance(params, Mapping):
         raise InputError(f"params= takes a dict of input name -> array, got {describe_value(params)}")
     inputs = plan.buffer_map()
@@ -155,7 +153,7 @@ def bind_params(plan, params: Mapping[str, object]) -> dict[str, np.ndarray]:
             raise InputError(f"plan {plan.name}: params= names {name!r}, which is not an input; "
                              f"inputs: {', '.join(plan.inputs)}")
         buffer = inputs[name]
-        expected = NUMPY_DTYPE[buffer.dtype]
+        expected = np.dtype(buffer.dtype.value)  # float32, int32, int64, bool: numpy's names
         if not isinstance(value, np.ndarray):
             raise InputError(f"plan {plan.name}: param {name} must be a numpy.ndarray, got {describe_value(value)}")
         if value.shape != buffer.shape:

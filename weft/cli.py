@@ -13,7 +13,7 @@ from weft.errors import WeftError
 # module that provides register(subparsers) for each subcommand
 SUBCOMMAND_MODULES = (
     "weft.workloads.cli",   # weft plan, weft workloads
-    "weft.compose.cli",     # weft explain
+    "weft.explain.cli",     # weft explain
     "weft.bench.cli",       # weft bench
     "weft.diagnose.cli",    # weft diagnose
     "weft.cost.cli",        # weft machine
@@ -25,13 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="weft", description="Weft: a tensor compiler for CPUs that fuses only when a price says it pays.")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module_name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name and module_name.startswith(error.name):
-                continue  # stage not built yet
-            raise
-        module.register(subparsers)
+        importlib.import_module(module_name).register(subparsers)
     return parser
 
 

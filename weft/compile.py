@@ -2,9 +2,10 @@
 
 The stages run in order, each a plain function over immutable values::
 
-    compose  weft.compose.choose_regions   -> Partition (fusion="off": one member per group)
-    lower    weft.lower.lower_partition    -> LoweredPlan (one function per distinct region,
-             / lower_plan                     called once per occurrence; weft.lower.reuse)
+    compose  weft.fuse -> weft.compose.choose_regions   -> Partition (fusion="off": none)
+    lower    weft.fuse -> weft.lower.lower_partition    -> LoweredPlan (one function per distinct
+             / lower_plan                                  region, called once per occurrence;
+                                                           weft.lower.reuse)
     render   weft.runtime.plan_arena, weft.codegen.render_source -> C source
     build    weft.codegen.build            -> cached shared object (the C compiler when cold)
     load     weft.runtime.NativeRunner     -> one C call per plan run
@@ -28,147 +29,23 @@ from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.errors import CompileError, ConfigError, InputError, WeftError
+from weft.fuse import (
+    admitted_in,
+    choose_partition,
+    has_empty_buffer,
+    lower_decided,
+    lower_matched,
+    online_lowering_for,
+)
 from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
+from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
 from weft.runtime.record import load_record, record_key, save_record
 from weft.threads import BlasThreads, thread_pools_record
-
-
-def has_empty_buffer(plan: Plan) -> bool:
-    """A buffer with an extent of 0 (an empty tensor): nothing to fuse, no traffic to save."""
-    return any(0 in buffer.shape for buffer in plan.buffers)
-
-PRICING_SHARE = 0.5
-"""The part of ``Config.budget_s`` the pricing phase may spend (the rest: race, lowering, C)."""
-
-
-class _PricingLowering:
-    """The lowering's functions the pricer needs (``weft.cost.bridge.PlanPricing``): passed
-    in, so neither ``weft.compose`` nor the search imports the lowering's choices."""
-
-    def __init__(self, target: Target, online_lowering) -> None:
-        from weft.lower import fused
-
-        self.target = target
-        self.fused = fused
-        self.lower_one_pass = None if online_lowering is None else (
-            lambda plan, region, views: online_lowering(plan, region, views, target, {v.pointer for v in views.values()})
-        )
-
-    def views(self, plan: Plan):
-        from weft.lower.schedule import default_views
-
-        return default_views(plan)
-
-    def lower_member(self, plan: Plan, member: str, views):
-        from weft.lower.schedule import lower_group
-
-        return lower_group(plan, (member,), views, self.target, set())
-
-    def default_tiling(self, plan: Plan, region):
-        return self.fused.choose_tiling(plan, region, self.target.lanes)
-
-    def tilings(self, plan: Plan, region):
-        """Every tiling ``lower_region`` can emit: each common anchor axis (extent > 1) as the
-        primary, each tile size ``choose_tiling`` tries, within the scratch budget and with no
-        starved contraction. Scratch grows linearly with the primary tile (every private
-        member is tiled along it), so it is measured once per primary axis at a tile of one."""
-        fused, lanes = self.fused, self.target.lanes
-        extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
-        common = [name for name, _ in region.tile_maps] if region.tile_maps else [region.tile_axis]
-        contraction = any(plan.kernel(member).is_contraction for member in region.members)
-        for primary in (name for name in extents if name in common and extents[name] > 1):
-            per_point = fused.shared_scratch_bytes(plan, region, fused.region_tiling(plan, region, 1, primary))
-            for size in (4 * lanes, 2 * lanes, lanes, 8, 4, 2, 1):
-                if per_point * min(size, extents[primary]) > fused.SCRATCH_BUDGET:
-                    continue
-                tiling = fused.region_tiling(plan, region, size, primary)
-                if not contraction or fused.starved_contraction(plan, region, tiling, lanes) is None:
-                    yield tiling
-
-    def lower_fused(self, plan: Plan, region, views, tiling):
-        return self.fused.lower_region(plan, region, views, self.target, {v.pointer for v in views.values()},
-                                       tiling=tiling)
-
-
-def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
-    """The pricer of ``fusion="priced"``: region verdicts for ``plan`` on this machine (its
-    calibrated profile), at ``config.threads``, inside ``PRICING_SHARE`` of ``config.budget_s``."""
-    from weft.compose import online_lowering_for
-    from weft.cost.bridge import PlanPricing
-    from weft.cost.machine import machine_profile
-    from weft.cost.model import machine_numbers
-    from weft.cost.search import Pricer
-
-    profile = profile or machine_profile(config.cache_dir, cc=config.cc)
-    pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
-    lowering = _PricingLowering(target, online_lowering_for(config.contract))
-    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
-                       profile.page_bytes)
-
-
-def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
-    """(LoweredPlan, Partition) under ``fusion="priced"``: regions whose best fused price beats
-    their members unfused, each lowered in the form and tiling that won."""
-    from weft.compose import choose_regions, online_lowering_for
-    from weft.lower.fused import lower_partition, region_tiling
-
-    pricing = pricing or region_pricing(plan, config, target)
-    partition = choose_regions(plan, "priced", config.contract, pricing=pricing)
-    tilings = {}
-    for decision in partition.decisions:
-        verdict = decision.chosen
-        if verdict is not None and verdict.form == "fused" and verdict.tiling:
-            region = partition.region_of(decision.anchor)
-            primary, size = verdict.tiling[-1]
-            tilings[decision.anchor] = region_tiling(plan, region, size, primary)
-    lowered = lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract),
-                              tilings=tilings)
-    return lowered, partition
-
-
-def lower_decided(plan: Plan, config: Config, target: Target, pricing=None, record=None):
-    """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
-    record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
-    priced, thin margins raced inside ``config.race_share`` of the budget, and every new
-    verdict written back. ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
-    from weft.decide.race import RaceBudget
-    from weft.decide.record import DecisionRecord, deciding_code
-    from weft.decide.verdicts import DecidedPricing
-
-    pricing = pricing or region_pricing(plan, config, target)
-    record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
-    key_base = {"contract": config.contract, "threads": config.threads,
-                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
-                "compiler": compiler_identity(config.cc)}
-    decided = DecidedPricing(pricing, record, key_base, config.race_margin,
-                             RaceBudget(config.budget_s * config.race_share), race_contenders(pricing, config, target))
-    lowered, partition = lower_priced(plan, config, target, decided)
-    return lowered, partition, decided.decide_report
-
-
-def lower_matched(plan: Plan, config: Config, target: Target):
-    """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
-    admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
-    from weft.compose import online_lowering_for
-    from weft.decide.legacy import choose_matched
-    from weft.lower.fused import lower_partition, region_fits
-
-    online = online_lowering_for(config.contract)
-    partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
-    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
-
-
-def admitted_in(plan: Plan, partition) -> dict[str, tuple]:
-    """anchor -> library bodies a matcher admits for each chosen fused region (for explain)."""
-    from weft.decide.library import admitted_bodies
-
-    found = {region.anchor: admitted_bodies(plan, region.members, partition.contract) for region in partition.fused}
-    return {anchor: bodies for anchor, bodies in found.items() if bodies}
 
 
 def compiler_identity(cc: str) -> str:
@@ -183,10 +60,9 @@ def race_contenders(pricing, config: Config, target: Target):
     """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
     and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
     and bound to the same random inputs, as {"unfused": run, "fused": run}."""
-    from weft.compose import online_lowering_for
     from weft.compose.partition import Partition
     from weft.decide.race import RaceInputs
-    from weft.lower.fused import lower_partition, region_tiling
+    from weft.lower.fused import region_tiling
 
     def contenders_of(region, form: str, tiling, budget):
         sub = pricing.subplan(region)
@@ -210,28 +86,29 @@ def race_contenders(pricing, config: Config, target: Target):
     return contenders_of
 
 
-def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]) -> LoweredPlan:
-    """The fusion seam: unfused lowering, or the regions ``weft.compose`` chooses, lowered
-    (``seconds`` receives the time of each stage: compose, lower). A plan holding an
-    empty tensor is lowered unfused (there is no traffic for a region to save)."""
+def _lower(plan: Plan, config: Config, target: Target, seconds: dict[str, float]):
+    """The fusion seam (``weft.fuse``): (LoweredPlan, Partition or None, DecideReport or None,
+    matched bodies or None). Unfused lowering, or the regions the policy chooses, lowered
+    (``seconds`` receives the time of each stage: compose, lower). A plan holding an empty
+    tensor is lowered unfused (there is no traffic for a region to save)."""
     if config.fusion == "off" or has_empty_buffer(plan):
         with _timed(seconds, "lower"):
-            return lower_plan(plan, None, target)
+            return lower_plan(plan, None, target), None, None, None
+    if config.fusion == "matchers":  # WEFT_GENERIC_FUSION=off turns "priced" into this (weft.config)
+        with _timed(seconds, "compose"):
+            lowered, partition, bodies = lower_matched(plan, config, target)
+        return lowered, partition, None, bodies
     if config.fusion == "priced":
-        with _timed(seconds, "compose"):  # pricing and lowering together
-            return lower_priced(plan, config, target)[0]
-    try:
-        from weft.compose import choose_regions, online_lowering_for
-        from weft.lower.fused import lower_partition, region_fits
-    except ModuleNotFoundError:
-        raise ConfigError(
-            f"fusion={config.fusion!r} needs weft.compose, which is not installed in this build; use fusion='off'"
-        ) from None
-    online = online_lowering_for(config.contract)
+        with _timed(seconds, "compose"):  # pricing, racing and lowering together
+            lowered, partition, report = lower_decided(
+                plan, config, target, lambda pricing: race_contenders(pricing, config, target),
+                compiler_identity(config.cc))
+        return lowered, partition, report, admitted_in(plan, partition)
     with _timed(seconds, "compose"):
-        partition = choose_regions(plan, config.fusion, config.contract, fits=region_fits(plan, target, online))
+        partition = choose_partition(plan, config, target)
     with _timed(seconds, "lower"):
-        return lower_partition(plan, partition, target, online_lowering=online)
+        return lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract)), \
+            None, None, None
 
 
 @contextlib.contextmanager
@@ -505,11 +382,9 @@ class CompiledPlan:
     def explain(self, file=None) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
         regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
-        from weft.compose.explain import explain_plan, format_lowering
+        from weft.explain import explain_partition, explain_plan, format_lowering
 
         if self.partition is not None:  # fusion="priced": the decisions this compile made, with prices
-            from weft.compose.explain import explain_partition
-
             text = explain_partition(self.plan, self.partition, self.lowered).text()
             if self.decide_report is not None:
                 text += "\n" + self.decide_report.describe()
@@ -662,20 +537,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
         lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
-        if has_empty_buffer(plan):
-            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
-        elif config.fusion == "matchers" or (config.fusion == "priced" and not getattr(config, "generic_fusion", True)):
-            from dataclasses import replace
-
-            config = replace(config, fusion="matchers")  # WEFT_GENERIC_FUSION=off: fuse matched patterns on sight
-            with _timed(seconds, "compose"):
-                lowered, partition, bodies = _stage("lowering", plan, lower_matched, plan, config, target)
-        elif config.fusion == "priced":
-            with _timed(seconds, "compose"):  # pricing, racing and lowering together
-                lowered, partition, decide_report = _stage("lowering", plan, lower_decided, plan, config, target)
-            bodies = admitted_in(plan, partition)
-        else:
-            lowered = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)

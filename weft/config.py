@@ -2,6 +2,11 @@
 
 Environment variables are read here and nowhere else:
 WEFT_CACHE_DIR, WEFT_THREADS, WEFT_CC, WEFT_BUDGET_S, WEFT_GENERIC_FUSION.
+
+``WEFT_GENERIC_FUSION=off`` (docs/design.md section 6) turns the generic, priced engine
+off: a compile that asks for ``fusion="priced"`` gets ``fusion="matchers"`` (a
+matched pattern fuses on sight), for side-by-side comparison. Every other policy
+is taken as asked.
 """
 
 from __future__ import annotations
@@ -28,13 +33,19 @@ def default_cache_dir() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    """How one compile runs: ``contract`` (strict | inference), OpenMP ``threads``, the
+    ``fusion`` policy (off | greedy | priced | matchers), the artifact ``cache_dir``, the
+    C compiler ``cc``, and ``budget_s``, the compile budget of ``fusion="priced"`` (the
+    pricer may spend ``weft.fuse.PRICING_SHARE`` of it; other policies do not read it);
+    ``race_margin`` and ``race_share``: a priced region whose predicted margin is thinner
+    than ``race_margin`` is raced, the races spending at most ``race_share`` of ``budget_s``."""
+
     contract: str = "strict"
     threads: int = 1
     fusion: str = DEFAULT_FUSION
     cache_dir: Path = field(default_factory=default_cache_dir)
     cc: str = "cc"
     budget_s: float = 2.0
-    generic_fusion: bool = True
     race_margin: float = 0.10  # fusion="priced": race a region whose predicted margin is thinner than this
     race_share: float = 0.25  # the part of budget_s the races may spend (0: never race)
 
@@ -45,8 +56,8 @@ class Config:
             raise ConfigError(f"fusion={self.fusion!r} is not one of {FUSION_POLICIES}")
         if not isinstance(self.threads, int) or self.threads < 1:
             raise ConfigError(f"threads={self.threads!r} must be a positive integer")
-        if self.budget_s <= 0:
-            raise ConfigError(f"budget_s={self.budget_s!r} must be positive")
+        if not self.budget_s > 0:
+            raise ConfigError(f"budget_s={self.budget_s!r} must be a positive number of seconds")
         if self.race_margin < 0 or not 0 <= self.race_share <= 1:
             raise ConfigError(f"race_margin={self.race_margin!r} must be >= 0 and race_share={self.race_share!r}"
                               " between 0 and 1")
@@ -70,7 +81,6 @@ def config_from_env(**overrides) -> Config:
     values: dict = {
         "threads": _env_int("WEFT_THREADS", os.cpu_count() or 1),
         "cc": os.environ.get("WEFT_CC") or "cc",
-        "generic_fusion": os.environ.get("WEFT_GENERIC_FUSION", "on").lower() not in ("off", "0", "false"),
     }
     if os.environ.get("WEFT_CACHE_DIR"):
         values["cache_dir"] = Path(os.environ["WEFT_CACHE_DIR"])
@@ -78,6 +88,18 @@ def config_from_env(**overrides) -> Config:
         try:
             values["budget_s"] = float(os.environ["WEFT_BUDGET_S"])
         except ValueError:
-            raise ConfigError(f"WEFT_BUDGET_S={os.environ['WEFT_BUDGET_S']!r} is not a number") from None
+            raise ConfigError(f"WEFT_BUDGET_S={os.environ['WEFT_BUDGET_S']!r} is not a number of seconds") from None
     values.update({key: value for key, value in overrides.items() if value is not None})
+    if values.get("fusion") == "priced" and not generic_fusion():
+        values["fusion"] = "matchers"
     return Config(**values)
+
+
+def generic_fusion() -> bool:
+    """False when ``WEFT_GENERIC_FUSION`` says off (``off``, ``0``, ``false``, ``no``)."""
+    text = os.environ.get("WEFT_GENERIC_FUSION", "on").strip().lower()
+    if text in ("off", "0", "false", "no"):
+        return False
+    if text in ("on", "1", "true", "yes", ""):
+        return True
+    raise ConfigError(f"WEFT_GENERIC_FUSION={text!r}: use on or off")

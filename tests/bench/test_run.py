@@ -2,45 +2,18 @@
 beyond the verdict of an arm that does three times the work)."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from plans import attention
+from plans.workloads import HandAttention
 
-sys.path.insert(0, str(Path(__file__).parent.parent / "diagnose"))
-
-from handmade import attention_plan  # noqa: E402
-
-from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms  # noqa: E402
-from weft.bench.parity import check_parity  # noqa: E402
-from weft.bench.result import load_result, recompute, save_result  # noqa: E402
-from weft.bench.run import BenchOptions, parse_params, run_bench  # noqa: E402
-from weft.cost.machine import machine_profile  # noqa: E402
-
-
-class HandAttention:
-    """A workload-shaped object around the hand-built plan (the interface of weft.workloads)."""
-
-    name = "attention"
-    description = "hand-built six-member attention"
-    defaults = {"tokens": 64, "dim": 8}
-    small = {"tokens": 32, "dim": 8}
-    sequence_param = "tokens"
-
-    def plan(self, tokens, dim):
-        return attention_plan(tokens, dim)
-
-    def inputs(self, seed=0, tokens=64, dim=8):
-        rng = np.random.default_rng(seed)
-        return tuple(rng.standard_normal((tokens, dim), dtype=np.float32) for _ in range(3))
-
-    def torch_fn(self, tokens, dim):
-        try:
-            import torch
-        except ImportError:
-            return None
-        return lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+from weft.bench.arms import BenchError, Runner, parse_arm, parse_arms
+from weft.bench.parity import check_parity
+from weft.bench.result import load_result, recompute, save_result
+from weft.bench.run import BenchOptions, run_bench
+from weft.cost.machine import machine_profile
+from weft.workloads.params import parse_params
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +168,7 @@ def test_stage_plan_cuts_the_region_out():
     from weft.bench.stage import resolve_members, stage_inputs, stage_plan
     from weft.ir import Role
 
-    plan = attention_plan(16, 4)
+    plan = attention(16, 4, 4)
     assert resolve_members(plan, "auto") == ("s", "m", "e", "l", "p", "o")
     assert resolve_members(plan, "p, e") == ("e", "p")  # plan order
     with pytest.raises(BenchError, match="unknown members"):

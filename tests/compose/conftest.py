@@ -1,11 +1,7 @@
-import sys
-from pathlib import Path
 
 import pytest
 
 from weft.config import config_from_env
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

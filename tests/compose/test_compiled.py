@@ -3,11 +3,11 @@ no rows×tokens intermediate in one-pass attention, and the explanation of a com
 
 from __future__ import annotations
 
-import compose_plans as plans
 import numpy as np
+import plans
 import pytest
-from compose_models import qwen_decode_step
-from compose_random_plans import merge_plans
+from plans.models import qwen_decode_step
+from plans.random_plans import merge_with_inputs
 
 import weft
 import weft.nn as nn
@@ -56,7 +56,7 @@ def named():
     for number, build in enumerate(NAMED.values()):
         plan = build()
         parts.append((plan, inputs_for(plan, number)))
-    return merge_plans(parts)
+    return merge_with_inputs(parts)
 
 
 def as_tuple(value):

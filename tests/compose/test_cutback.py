@@ -10,8 +10,9 @@ import pytest
 
 import weft
 import weft.nn as nn
-from weft.compose import choose_regions, explain_plan
+from weft.compose import choose_regions
 from weft.errors import CompileError
+from weft.explain import explain_plan
 from weft.lower.fused import SCRATCH_BUDGET, lower_partition, region_fits
 from weft.lower.schedule import Target
 from weft.oracle.interpreter import run_all

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import compose_plans as plans
 import numpy as np
+import plans
 import pytest
-from compose_models import qwen_decode_step
+from plans.models import qwen_decode_step
 
 import weft.nn as nn
 from weft.compose import choose_regions

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from weft.cli import main
-from weft.compose.cli import parse_setting
 from weft.errors import WorkloadError
+from weft.workloads.params import parse_setting
 
 
 def test_explain_attention_inference(capsys):
@@ -65,16 +65,16 @@ def test_explain_vit_block_shows_every_cut_back_and_only_lowerable_regions(capsy
     MLP candidates would re-read their 16 MB weight every few rows; greedy takes smaller candidates,
     says so, and every region it keeps is one the lowering emits fused (no compile needed)."""
     from weft.compose import choose_regions
-    from weft.compose.cli import load_workload_plan
     from weft.lower.fused import region_fits
     from weft.lower.schedule import Target
+    from weft.workloads import get_workload
 
     assert main(["explain", "--fusion", "greedy", "vit-block"]) == 0
     text = capsys.readouterr().out
     assert "cut back: " in text and "exceeds the 262,144 B budget; took candidate" in text
     assert "out of cache) fewer than" in text
     assert "chosen: attn_scores attn_max attn_exp attn_sum attn_probs attn_out" in text
-    plan = load_workload_plan("vit-block", {})
+    plan = get_workload("vit-block").plan()
     fits = region_fits(plan, Target(lanes=16, contract="strict"))
     partition = choose_regions(plan, "greedy", "strict", fits=fits)
     assert len(partition.fused) >= 5 and all(fits(region) is None for region in partition.regions)

@@ -1,7 +1,7 @@
 """Explain states the axis the lowering actually tiles, not only the region's preferred one.
 
-The truth is read here from the lowered function itself (the nests' ranges that use the
-tile loop's variable), independently of ``weft.compose.explain.lowered_tiling``.
+The truth is read here from the lowered function itself (the nests' ranges whose start
+uses the tile loop's variable), independently of ``weft.explain.lowered_tiling``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 
 import weft
 from weft.cli import main
-from weft.compose.explain import describe_tiling, explain_plan
+from weft.explain import describe_tiling, explain_plan
 from weft.lower.fused import TILE_VARIABLE
+from weft.lower.values import uses
 from weft.workloads import get_workload
 
 
@@ -29,7 +30,7 @@ def tiled_anchor_axes(plan, region, function) -> list[str]:
         ranges = [(nest.kernel.name, r.axis, r.start) for r in getattr(nest, "ranges", ())]
         if hasattr(nest, "rows"):
             ranges += [(nest.reference.name, axis, start) for axis, _, start, _ in nest.rows]
-        found |= {carries[m, a] for m, a, start in ranges if TILE_VARIABLE in start and (m, a) in carries}
+        found |= {carries[m, a] for m, a, start in ranges if uses(start, TILE_VARIABLE) and (m, a) in carries}
     return [axis.name for axis in plan.kernel(region.anchor).axes if axis.name in found]
 
 

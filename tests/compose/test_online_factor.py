@@ -9,6 +9,7 @@ import pytest
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import attention64
 from weft.ir import Const, walk_expr
 from weft.oracle.interpreter import run
 from weft.testing import assert_strict_equal
@@ -16,12 +17,6 @@ from weft.testing import assert_strict_equal
 
 def _passes(compiled):
     return [n for f in compiled.lowered.functions for n in f.nests if type(n).__name__ == "OnlinePass"]
-
-
-def _attention64(q, k, v, scale):
-    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) * scale
-    p = np.exp(s - s.max(axis=2, keepdims=True))
-    return np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
 
 
 @pytest.mark.parametrize("head_dim", [16, 32, 48])  # one, two, three vectors of outputs
@@ -34,7 +29,7 @@ def test_scale_is_factored_out_of_the_streamed_scores(fused_config, head_dim):
     (scores,) = online.streamed_nests
     assert not any(isinstance(node, Const) for node in walk_expr(scores.kernel.body))  # q·k only
     assert any(isinstance(node, Const) for node in walk_expr(online.online.reference_term))  # s * scale
-    expected = _attention64(q, k, v, 1.0 / np.sqrt(head_dim))
+    expected = attention64(q, k, v, scale=1.0 / np.sqrt(head_dim))
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attention64 import attention64
 
 import weft
 import weft.nn as nn
 from weft.compose import choose_regions
 from weft.compose.execute import ExecutionReport, run_partition_outputs
+from weft.fuzz.reference64 import attention64
 from weft.lower.online import PASS_BLOCK
 
 RTOL, ATOL = 1e-4, 2e-5  # the Inference contract against float64

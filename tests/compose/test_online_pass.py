@@ -11,6 +11,7 @@ import pytest
 
 import weft
 import weft.nn as nn
+from weft.fuzz.reference64 import attention64
 
 
 def _source(compiled) -> str:
@@ -58,16 +59,14 @@ def test_attention_blocks_rescale_accumulated_outputs(fused_config):
     plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *[nn.spec((3, 200, 16))] * 3)
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
-    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
-    p = np.exp(s - s.max(axis=2, keepdims=True))
-    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    expected = attention64(q, k, v)
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
     # linear's weight is (out, in): the pass over `in` would read it across its rows (a gather
     # per vector); the plain fused form reads each row of it contiguously, and explain says why
-    from weft.compose import explain_plan
+    from weft.explain import explain_plan
 
     plan = nn.trace(lambda x, w, W: nn.linear(nn.rms_norm(x, w), W), nn.spec((3, 64)), nn.spec((64,)), nn.spec((48, 64)))
     text = explain_plan(plan, "greedy", "inference").text()
@@ -89,9 +88,7 @@ def test_attention_output_accumulators_of_any_width(fused_config, head_dim):
     plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), nn.spec((2, 70, 16)), nn.spec((2, 70, 16)), nn.spec((2, 70, head_dim)))
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
-    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
-    p = np.exp(s - s.max(axis=2, keepdims=True))
-    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    expected = attention64(q, k, v)
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
 
 
@@ -108,7 +105,5 @@ def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads,
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
     assert "wo_g1_0" in _source(compiled)  # at least two rows share the V loads
-    s = np.einsum("hid,hjd->hij", q.astype(np.float64), k.astype(np.float64)) / 4.0
-    p = np.exp(s - s.max(axis=2, keepdims=True))
-    expected = np.einsum("hij,hje->hie", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+    expected = attention64(q, k, v)
     np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from attention64 import attention64
 
 import weft
 import weft.nn as nn
+from weft.codegen.online import OnlinePassWriter
 from weft.config import config_from_env
 from weft.errors import CompileError, ShapeError
+from weft.fuzz.reference64 import attention64
 from weft.lower.online import OnlinePass
 
 RTOL, ATOL = 1e-4, 2e-5
@@ -106,7 +107,7 @@ def test_an_internal_error_names_the_region_and_member(tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise KeyError("e")
 
-    monkeypatch.setattr(OnlinePass, "_render_step", broken)
+    monkeypatch.setattr(OnlinePassWriter, "_render_step", broken)
     with pytest.raises(CompileError) as caught:
         weft.compile(_issue_plan(), config=_patched_config(tmp_path))
     message = str(caught.value)
@@ -119,6 +120,6 @@ def test_a_weft_error_inside_a_stage_passes_through(tmp_path, monkeypatch):
     def refuses(self, *args, **kwargs):
         raise ShapeError("attention: a deliberate refusal")
 
-    monkeypatch.setattr(OnlinePass, "_render_step", refuses)
+    monkeypatch.setattr(OnlinePassWriter, "_render_step", refuses)
     with pytest.raises(ShapeError, match="deliberate refusal"):
         weft.compile(_issue_plan(), config=_patched_config(tmp_path))

@@ -4,9 +4,9 @@ float64 within tolerance under Inference (at least 200 random plans per run)."""
 from __future__ import annotations
 
 import numpy as np
-from compose_random_plans import random_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plans.random_plans import merge_with_inputs, random_plan
 
 from weft.compose import choose_regions
 from weft.compose.execute import run_partition
@@ -51,35 +51,33 @@ def test_random_plans_do_fuse_and_do_rewrite():
 PLANS_PER_COMPILE = 200
 
 
-def _merged(base_seed: int):
-    from compose_random_plans import merge_plans
+def one_merged_compile(test):
+    """One hypothesis example (a base seed) per run: each example compiles PLANS_PER_COMPILE plans."""
+    return settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])(
+        given(base_seed=st.integers(0, 2**30))(test))
 
-    return merge_plans([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
 
-
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base_seed=st.integers(0, 2**30))
-def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
+def _compiled_merged(base_seed: int, config):
+    """PLANS_PER_COMPILE random plans merged into one compile: (plan, inputs, outputs in plan order)."""
     import weft
 
-    plan, arrays = _merged(base_seed)
+    plan, arrays = merge_with_inputs([random_plan(base_seed + n) for n in range(PLANS_PER_COMPILE)])
     assert len(plan.outputs) >= PLANS_PER_COMPILE
-    compiled = weft.compile(plan, config=fused_config("strict"))
+    got = weft.compile(plan, config=config)(*arrays)
+    return plan, arrays, got if isinstance(got, tuple) else (got,)
+
+
+@one_merged_compile
+def test_compiled_greedy_strict_is_byte_identical(base_seed, fused_config):
+    plan, arrays, got = _compiled_merged(base_seed, fused_config("strict"))
     expected = run_all(plan, *arrays)
-    got = compiled(*arrays)
     assert_strict_equal(got, tuple(expected[name] for name in plan.outputs))
 
 
-@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base_seed=st.integers(0, 2**30))
+@one_merged_compile
 def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
-    import weft
-
-    plan, arrays = _merged(base_seed)
-    assert len(plan.outputs) >= PLANS_PER_COMPILE
-    compiled = weft.compile(plan, config=fused_config("inference"))
+    plan, arrays, got = _compiled_merged(base_seed, fused_config("inference"))
     reference = values64(plan, *arrays)
-    got = compiled(*arrays)
-    for name, array in zip(plan.outputs, got if isinstance(got, tuple) else (got,), strict=True):
+    for name, array in zip(plan.outputs, got, strict=True):
         scale = max(1.0, float(np.max(np.abs(reference[name]))))
         np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)

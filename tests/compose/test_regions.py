@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import compose_plans as plans
+import plans
 import pytest
-from compose_models import qwen_decode_step
+from plans.models import qwen_decode_step
 
 import weft.nn as nn
 from weft.compose import choose_regions, grow, grow_from_anchor, plan_anchors
 from weft.errors import ConfigError
-from weft.ir import Combiner, IndexOf, Load, verify
+from weft.ir import Combiner, DType, IndexOf, Load, verify
 
 
 def only_fused(partition):
@@ -173,7 +173,7 @@ def test_no_common_tile_axis_when_a_fold_needs_the_whole_producer():
 def test_gather_index_does_not_carry_the_tile_axis():
     builder = plans.Builder("gather")
     builder.input("table", 8, 4)
-    builder.input("ids", 8, dtype=plans.DType.INT64)
+    builder.input("ids", 8, dtype=DType.INT64)
     builder.member("t2", [("r", 8), ("c", 4)], plans.exp(plans.load("table", "r", "c")))
     picked = Load("t2", (IndexOf(plans.load("ids", "i")), plans.ax("c1")))
     builder.member("out", [("i", 8), ("c1", 4)], picked)

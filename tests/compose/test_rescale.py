@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import compose_plans as plans
+import plans
 import pytest
 
 import weft.nn as nn

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import compose_plans as plans
+import plans
 
 import weft.nn as nn
 from weft.compose import choose_regions
 from weft.compose.signature import region_signature
-from weft.compose.substitute import rename_buffers
 from weft.ir import Kernel, Plan
+from weft.ir.substitute import rename_buffers
 
 
 def rename_plan(plan: Plan, prefix: str) -> Plan:

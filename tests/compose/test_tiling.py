@@ -7,6 +7,7 @@ import itertools
 import operator
 
 import weft.nn as nn
+from weft.codegen.values import c_value
 from weft.compose import choose_regions
 from weft.lower.fused import Tiling, region_tiling
 
@@ -14,8 +15,9 @@ _OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
 
 
-def evaluate(expression: str, tile: int) -> int:
-    """Evaluate one of the tiling's C index expressions (+ - * / % and wfc_minl on longs)."""
+def evaluate(value, tile: int) -> int:
+    """Evaluate one of the tiling's loop values as the C it prints to (+ - * / % and wfc_minl on longs)."""
+    expression = c_value(value)
 
     def walk(node):
         match node:

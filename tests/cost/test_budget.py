@@ -2,9 +2,9 @@
 
 import pytest
 
-from weft.compile import region_pricing
 from weft.compose import choose_regions
 from weft.config import config_from_env
+from weft.fuse import region_pricing
 from weft.lower import Target
 from weft.workloads import get_workload
 
@@ -29,7 +29,7 @@ def test_pricing_phase_ends_within_its_share(share_s, tmp_path):
         for members, verdict in decision.verdicts:
             if verdict.status == "budget":
                 assert members != decision.taken
-    from weft.compose.explain import explain_partition
+    from weft.explain import explain_partition
 
     text = explain_partition(plan, partition).text()
     assert "left unpriced" in text and "raise WEFT_BUDGET_S" in text

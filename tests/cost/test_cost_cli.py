@@ -25,9 +25,9 @@ def test_weft_machine_prints_every_measured_fact(monkeypatch, capsys):
 def test_weft_explain_prices_shows_cycles_and_margins(monkeypatch, capsys, tmp_path):
     import importlib
 
-    compile_module = importlib.import_module("weft.compile")  # the module, not the function weft.compile
-    original = compile_module.region_pricing
-    monkeypatch.setattr(compile_module, "region_pricing",
+    fuse_module = importlib.import_module("weft.fuse")
+    original = fuse_module.region_pricing
+    monkeypatch.setattr(fuse_module, "region_pricing",
                         lambda plan, config, target, profile=None: original(plan, config, target, fixed_profile()))
     assert main(["explain", "layernorm", "--prices", "--set", "rows=512", "--set", "dim=256"]) == 0
     text = capsys.readouterr().out

@@ -112,7 +112,7 @@ def test_unfused_members_pay_for_their_intermediate_at_the_plan_distance():
     homes = plan_homes(plan, numbers.capacities)
     assert homes["y"]["t"] == 3  # 64 MiB since it was written: gone from the 32 MiB L3
     region = grow(plan, "y").candidates[-1]
-    from weft.compile import _PricingLowering
+    from weft.fuse import _PricingLowering
 
     pricing = PlanPricing(plan, Pricer(numbers, "strict"), _PricingLowering(Target(16, "strict"), None), 10.0)
     verdict = pricing.verdict(region)
@@ -125,10 +125,10 @@ def test_unfused_members_pay_for_their_intermediate_at_the_plan_distance():
 
 def test_memory_term_counts_the_arena_unfused_and_scratch_fused():
     """Layer norm's private intermediates need arena space unfused, a tile of scratch fused."""
-    from weft.compile import region_pricing
     from weft.compose import choose_regions
     from weft.config import config_from_env
     from weft.cost.search import first_touch_cycles
+    from weft.fuse import region_pricing
     from weft.workloads import get_workload
 
     plan = get_workload("layernorm").plan(rows=1024, dim=256)

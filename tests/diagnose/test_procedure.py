@@ -1,45 +1,13 @@
 """The profiling procedure on hand-built plans: memory scaling, breakdown, report."""
 
-import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
+from plans.workloads import HandAttention, HandLayerNorm
 from rich.console import Console
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from handmade import attention_plan, layernorm_plan  # noqa: E402
-
-from weft.cost.machine import machine_profile  # noqa: E402
-from weft.diagnose.procedure import diagnose  # noqa: E402
-from weft.diagnose.report import print_diagnosis  # noqa: E402
-
-
-class HandAttention:
-    name = "attention"
-    defaults = {"tokens": 128, "dim": 8}
-    sequence_param = "tokens"
-
-    def plan(self, tokens, dim):
-        return attention_plan(tokens, dim)
-
-    def inputs(self, seed=0, tokens=128, dim=8):
-        rng = np.random.default_rng(seed)
-        return tuple(rng.standard_normal((tokens, dim), dtype=np.float32) for _ in range(3))
-
-
-class HandLayerNorm:
-    name = "layernorm"
-    defaults = {"rows": 64, "width": 32}
-    sequence_param = "rows"
-
-    def plan(self, rows, width):
-        return layernorm_plan(rows, width)
-
-    def inputs(self, seed=0, rows=64, width=32):
-        rng = np.random.default_rng(seed)
-        return (rng.standard_normal((rows, width), dtype=np.float32), rng.standard_normal(width, dtype=np.float32))
+from weft.cost.machine import machine_profile
+from weft.diagnose.procedure import diagnose
+from weft.diagnose.report import print_diagnosis
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +16,7 @@ def profile(tmp_path_factory):
 
 
 def test_attention_memory_grows_quadratically_and_names_members(profile):
-    result = diagnose(HandAttention(), {}, profile, sizes=(128, 256), repeats=2)
+    result = diagnose(HandAttention(tokens=128), {}, profile, sizes=(128, 256), repeats=2)
     memory = result.memory
     assert memory.sizes == (128, 256) and memory.source == "compiled plan"
     # T x T buffers s, e, p dominate; q, k, v, o (T x 8) and m, l (T) are small
@@ -82,7 +50,7 @@ def test_layernorm_memory_is_linear(profile):
 
 def test_fused_attention_memory_is_linear_and_blames_no_member(profile):
     # the same plan compiled with the one-pass rewrite: no T x T buffer is ever materialised
-    result = diagnose(HandAttention(), {}, profile, sizes=(128, 256), repeats=2, arm="greedy+inference")
+    result = diagnose(HandAttention(tokens=128), {}, profile, sizes=(128, 256), repeats=2, arm="greedy+inference")
     memory = result.memory
     assert memory.ratio < 2.3 and not memory.quadratic
     assert memory.responsible == ()

@@ -8,8 +8,8 @@ import inspect
 import pytest
 
 from weft import nn
-from weft.fuzz.generate import Options, generate
-from weft.fuzz.makers import COVERAGE, EXCLUDED
+from weft.fuzz.generate import Options
+from weft.fuzz.makers import COVERAGE, EXCLUDED, generate
 from weft.fuzz.program import from_json, input_arrays, to_json, trace_program
 
 

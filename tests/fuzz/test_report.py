@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from weft.fuzz.generate import Options, generate
+from weft.fuzz.generate import Options
+from weft.fuzz.makers import generate
 from weft.fuzz.program import input_arrays, trace_program
 from weft.fuzz.report import render
 from weft.ir.digest import kernel_set_digest

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from weft.fuzz.generate import Options, generate
+from weft.fuzz.generate import Options
+from weft.fuzz.makers import generate
 from weft.fuzz.program import InputDef, Op, Program, Ref
 from weft.fuzz.shrink import shrink
 

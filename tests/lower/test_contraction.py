@@ -1,7 +1,7 @@
 """The contraction microkernel in every view of its operands, with and without epilogues.
 
 Strict: byte-identical to the oracle. Inference: close to a float64 evaluation written
-apart from the oracle (tests/reference64.py). Each case also asserts the member ran
+apart from the oracle (weft/fuzz/reference64.py). Each case also asserts the member ran
 on the microkernel, so a silent fallback to the plain nest fails the test.
 """
 

@@ -26,6 +26,7 @@ from weft.ir import (
 )
 from weft.lower import AxisRange, BufferView, LoweredFunction, LoweredPlan, Scratch, Target, TileLoop
 from weft.lower.schedule import default_views, lower_member
+from weft.lower.values import Minimum, Sum, Var
 from weft.oracle import run
 from weft.runtime import NativeRunner, plan_arena, pointer_array
 from weft.testing import assert_strict_equal
@@ -49,8 +50,9 @@ def test_tile_loop_ranges_and_scratch_views(tmp_path):
     plan = _plan()
     target = Target(lanes=16)
     views = default_views(plan)
-    scratch_view = BufferView("a", "s_a", DType.FLOAT32, (TILE, COLS), (COLS, 1), ("tile_i", "0"))
-    rows = AxisRange("i", "tile_i", f"wfc_minl(tile_i + {TILE}, {ROWS})")
+    tile = Var("tile_i")
+    scratch_view = BufferView("a", "s_a", DType.FLOAT32, (TILE, COLS), (COLS, 1), (tile, 0))
+    rows = AxisRange("i", tile, Minimum(Sum(tile, TILE), ROWS))
     nests = []
     for name in ("a", "y"):
         nest = lower_member(plan.kernel(name), views, target)

@@ -13,7 +13,8 @@ import pytest
 
 import weft
 import weft.nn as nn
-from weft.compose import choose_regions, online_lowering_for, region_signature
+from weft.compose import choose_regions, region_signature
+from weft.fuse import online_lowering_for
 from weft.lower import Target
 from weft.lower import fused as fused_lowering
 from weft.lower.reuse import distinct_functions

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from runtime_plans import ax, buffer, matmul_softmax_plan, scaled_sum_plan
+from plans import ax, buffer
+from plans import matmul_softmax as matmul_softmax_plan
+from plans import scaled_sum as scaled_sum_plan
 
 import weft
 from weft.errors import InputError

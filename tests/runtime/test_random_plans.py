@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
-from random_plans import arrays_for, batch_of_plans, merge
+from plans.random_plans import arrays_for, batch_of_plans, merge_plans
 
 import weft
 from weft.fuzz.reference64 import outputs64
@@ -32,7 +32,7 @@ def _as_tuple(value):
 
 
 def _strict_matches_each_plan(plans, config):
-    merged = merge(plans)
+    merged = merge_plans(plans, rename=False)
     arrays = _arrays(merged, 0)
     compiled = weft.compile(merged, config=config)
     got = _as_tuple(compiled(*arrays))
@@ -74,7 +74,7 @@ def test_fused_realistic_random_plans_strict_byte_identical(make_config):
 @LARGE_SETTINGS
 @given(plans=batch_of_plans(PLANS_PER_EXAMPLE, safe=True, large=True))
 def test_fused_realistic_random_plans_inference_within_tolerance(plans, make_config):
-    merged = merge(plans)
+    merged = merge_plans(plans, rename=False)
     arrays = _arrays(merged, 2)
     got = _as_tuple(weft.compile(merged, config=make_config("inference", fusion="greedy"))(*arrays))
     strict = _as_tuple(run(merged, *arrays))
@@ -88,7 +88,7 @@ def test_fused_realistic_random_plans_inference_within_tolerance(plans, make_con
 def test_random_plans_inference_within_tolerance_of_float64(plans, make_config):
     """|inference - f64| <= 1e-4 |f64| + 1e-4 max|f64| + 4 |oracle - f64|: within the stated
     tolerance, or no further from float64 than a few times Strict float32 itself is."""
-    merged = merge(plans)
+    merged = merge_plans(plans, rename=False)
     arrays = _arrays(merged, 1)
     got = _as_tuple(weft.compile(merged, config=make_config("inference"))(*arrays))
     strict = _as_tuple(run(merged, *arrays))

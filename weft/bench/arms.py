@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from weft.compile import compile as compile_plan_natively
 from weft.errors import WeftError
 
 WEFT_ARMS = {
@@ -130,21 +131,15 @@ def as_tuple(outputs) -> tuple[np.ndarray, ...]:
 
 
 def compile_plan(plan, spec: ArmSpec):
-    """weft.compile for a Weft arm; a clear BenchError if the configuration is not built."""
-    try:
-        from weft.compile import compile as compile_function
-    except ImportError:
-        compile_function = None
-    if compile_function is None:
-        raise BenchError(f"arm {spec.label} needs weft.compile (the C backend), which is not available in this build")
+    """weft.compile for a Weft arm; a fusion policy that cannot compile is a BenchError."""
     options = {"contract": spec.contract, "threads": spec.threads}
     if spec.fusion is not None:
         options["fusion"] = spec.fusion
     try:
-        return compile_function(plan, **options)
-    except (NotImplementedError, WeftError) as error:
+        return compile_plan_natively(plan, **options)
+    except WeftError as error:
         if spec.fusion not in (None, "off"):
-            raise BenchError(f"arm {spec.label} needs the composition engine (fusion={spec.fusion}): {error}") from error
+            raise BenchError(f"arm {spec.label} (fusion={spec.fusion}): {error}") from error
         raise
 
 
@@ -154,16 +149,14 @@ def build_weft_runner(spec: ArmSpec, plan, arrays, compiled=None) -> Runner:
     start = time.perf_counter()
     compiled = compiled if compiled is not None else compile_plan(plan, spec)
     outputs = as_tuple(compiled(*arrays))
-    step = compiled.prepare(*arrays) if hasattr(compiled, "prepare") else (lambda: compiled(*arrays))
+    step = compiled.prepare(*arrays)
     if spec.kind == "test":
         def call(step=step):
             for _ in range(SLOWED_REPEATS):
                 step()
     else:
         call = step
-    memory = compiled.memory_bytes() if hasattr(compiled, "memory_bytes") else None
-    provenance = dict(getattr(compiled, "provenance", {}) or {})
-    return Runner(spec, call, outputs, provenance, memory, time.perf_counter() - start, compiled)
+    return Runner(spec, call, outputs, dict(compiled.provenance), compiled.memory_bytes(), time.perf_counter() - start, compiled)
 
 
 def _import_torch():

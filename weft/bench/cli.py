@@ -76,8 +76,9 @@ def main(args: argparse.Namespace) -> int:
     from weft.bench.arms import BenchError
     from weft.bench.report import print_budget, print_section, progress_bars
     from weft.bench.result import default_result_path, recompute, save_result
-    from weft.bench.run import BenchOptions, parse_params, run_bench
+    from weft.bench.run import BenchOptions, run_bench
     from weft.cost.machine import machine_profile
+    from weft.workloads.params import parse_params
 
     console = wide_console()
     if args.recompute:
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         raise BenchError("weft bench needs a WORKLOAD (or --recompute FILE)")
     arms = args.arms or ("unfused,greedy" if args.stage else "unfused")
     options = BenchOptions(
-        arms=arms, params=parse_params(args.size), threads=args.threads, blocks=args.rounds,
+        arms=arms, params=parse_params(args.size, "--size"), threads=args.threads, blocks=args.rounds,
         warmup=args.warmup, target_round_s=args.round_ms / 1e3, processes=args.processes, seed=args.seed,
         allow_test_arms=args.test_arms, stage=args.stage, occurrences=args.occurrences,
     )
@@ -114,9 +115,9 @@ def main(args: argparse.Namespace) -> int:
 
 
 def plot_result(console: Console, result: dict, profile, path: str) -> None:
+    from weft.bench.context import build_context
     from weft.bench.plot import save_bench_plot
-    from weft.bench.roofline import group_work
-    from weft.bench.run import build_context
+    from weft.cost.work import group_work
 
     section = result["in_process"]
     members = []

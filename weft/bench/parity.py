@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from weft.bench.arms import BenchError, Runner
-from weft.bench.roofline import points
+from weft.cost.work import points
 from weft.ir import output_digest
 from weft.testing import INFERENCE_RTOL, inference_error, strict_mismatch
 

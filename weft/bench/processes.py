@@ -17,8 +17,11 @@ import sys
 from collections.abc import Callable
 
 from weft.bench.arms import BenchError
+from weft.bench.context import build_arm_runner, build_context
+from weft.bench.driver import time_round
 from weft.bench.schedule import process_round_order
 from weft.bench.verdict import Block
+from weft.ir import output_digest
 
 
 def run_child(job: dict, timeout_s: float = 600.0) -> dict:
@@ -55,9 +58,6 @@ def run_across_processes(
 
 def child_main() -> int:
     """Build one arm from the job on stdin, time it, print the rounds as JSON."""
-    from weft.bench.driver import time_round
-    from weft.bench.run import build_arm_runner, build_context
-    from weft.ir import output_digest
 
     job = json.loads(sys.stdin.read())
     context = build_context(job["workload"], job["params"], job["seed"], job.get("stage"))

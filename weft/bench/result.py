@@ -14,15 +14,15 @@ import platform
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-import weft
+import weft.version
 from weft.bench.arms import BenchError
 from weft.bench.verdict import Block, Verdict, judge_all
+from weft.files import write_atomic
 
 SCHEMA = "weft-bench/1"
 DEFAULT_RESULTS_DIR = Path("benchmarks") / "results"
@@ -30,7 +30,7 @@ DEFAULT_RESULTS_DIR = Path("benchmarks") / "results"
 
 def weft_commit() -> dict:
     """The Weft commit of the source tree in use, and whether it had local changes."""
-    folder = Path(weft.__file__).resolve().parent.parent
+    folder = Path(weft.version.__file__).resolve().parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
                                 timeout=10, check=True).stdout.strip()
@@ -55,7 +55,7 @@ def thread_pools_outside_calls() -> list[dict]:
 def provenance(profile, runners, extra: dict | None = None) -> dict:
     """docs/benchmarking.md rule 7: commit, compiler and flags, CPU, threads, profile id, peers."""
     record = {
-        "weft_version": weft.__version__,
+        "weft_version": weft.version.__version__,
         **weft_commit(),
         "cpu_model": profile.cpu_model,
         "cpu_features": list(profile.cpu_flags),
@@ -99,11 +99,7 @@ def default_result_path(workload: str, labels: list[str]) -> Path:
 def save_result(result: dict, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(json_ready(result), stream, indent=1)
-    os.replace(temporary, path)
-    return path
+    return write_atomic(path, json.dumps(json_ready(result), indent=1))
 
 
 def load_result(path: Path) -> dict:

@@ -17,39 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from weft.bench.arms import (
-    ArmSpec,
     ArmUnavailable,
     BenchError,
     Runner,
     as_tuple,
     build_runner,
     control_runner,
-    parse_arm,
     parse_arms,
 )
+from weft.bench.context import CONTROL_SUFFIX, Context, build_context
 from weft.bench.driver import calibrate_inner, run_interleaved
 from weft.bench.parity import check_parity, oracle_affordable
 from weft.bench.processes import run_across_processes
 from weft.bench.result import SCHEMA, provenance
-from weft.bench.roofline import floor, fraction_of_floor, plan_work, unfused_work
-from weft.bench.stage import resolve_members, stage_inputs, stage_plan
 from weft.bench.verdict import judge_all
-from weft.errors import WorkloadError
-
-CONTROL_SUFFIX = ":control"
-
-
-@dataclass
-class Context:
-    """The workload, its parameters, and the plan and inputs being timed."""
-
-    workload: object
-    params: dict
-    plan: object
-    arrays: tuple
-    whole_plan: object
-    whole_arrays: tuple
-    stage_members: tuple[str, ...] | None = None
+from weft.cost.work import floor, fraction_of_floor, plan_work, unfused_work
 
 
 @dataclass(frozen=True)
@@ -66,55 +48,6 @@ class BenchOptions:
     allow_test_arms: bool = False
     stage: str | None = None
     occurrences: int = 1
-
-
-def get_workload(name: str):
-    try:
-        from weft.workloads import get_workload as lookup
-    except ModuleNotFoundError as error:
-        raise WorkloadError(f"workload {name!r}: the workload library (weft.workloads) is not available: {error}") from None
-    return lookup(name)
-
-
-def parse_params(pairs: list[str]) -> dict:
-    """``["tokens=2048", "eps=1e-5"]`` -> {"tokens": 2048, "eps": 1e-05}."""
-    params = {}
-    for pair in pairs or []:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise WorkloadError(f"--size {pair!r}: write KEY=VALUE, e.g. --size tokens=2048")
-        for convert in (int, float):
-            try:
-                params[key.strip()] = convert(text)
-                break
-            except ValueError:
-                continue
-        else:
-            params[key.strip()] = text
-    return params
-
-
-def build_context(workload_name: str, params: dict, seed: int = 0, stage: str | None = None) -> Context:
-    workload = get_workload(workload_name) if isinstance(workload_name, str) else workload_name
-    full = {**dict(getattr(workload, "defaults", {}) or {}), **params}
-    plan = workload.plan(**full)
-    arrays = tuple(workload.inputs(seed=seed, **full))
-    if not stage:
-        return Context(workload, full, plan, arrays, plan, arrays)
-    members = resolve_members(plan, stage)
-    cut = stage_plan(plan, members)
-    return Context(workload, full, cut, stage_inputs(plan, cut, arrays, seed), plan, arrays, members)
-
-
-def _spec_for(label: str, threads: int, allow_test_arms: bool) -> ArmSpec:
-    if label.endswith(CONTROL_SUFFIX):
-        return replace(parse_arm(label[: -len(CONTROL_SUFFIX)], threads, allow_test_arms), label=label)
-    return parse_arm(label, threads, allow_test_arms)
-
-
-def build_arm_runner(context: Context, label: str, threads: int, allow_test_arms: bool = False) -> Runner:
-    spec = _spec_for(label, threads, allow_test_arms)
-    return build_runner(spec, context.workload, context.params, context.plan, context.arrays)
 
 
 def _reference(context: Context, runners: list[Runner]) -> tuple[tuple, str]:

@@ -21,8 +21,8 @@ from weft.oracle.interpreter import NUMPY_DTYPE
 def resolve_members(plan: Plan, region: str) -> tuple[str, ...]:
     names = [kernel.output for kernel in plan.kernels]
     if region.strip() == "auto":
+        from weft.cost.chains import find_chains, rank_chains
         from weft.cost.machine import machine_profile
-        from weft.diagnose.chains import find_chains, rank_chains
 
         profile = machine_profile()
         chains = rank_chains(find_chains(plan), profile.bandwidth(1), profile.peak_flops(1))

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from weft.codegen.values import c_value
 from weft.ir import (
+    COMPARISONS,
     AxisIndex,
     Binary,
     BinaryOp,
@@ -231,7 +233,7 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(inner.dtype, True, vector_unary(op, inner))
             case Binary(op, left, right):
-                if op in _COMPARE_OPS:
+                if op in COMPARISONS:
                     narrow = self.narrow_compare(op, left, right)
                     if narrow is not None:
                         return narrow
@@ -299,8 +301,8 @@ class BodyRenderer:
         terms = []
         for position, stride, offset in zip(index, view.strides, view.offsets, strict=True):
             code = position if isinstance(position, str) else self.index(position)
-            if offset != "0":
-                code = f"({code} - ({offset}))"
+            if offset != 0:
+                code = f"({code} - ({c_value(offset)}))"
             terms.append(code if stride == 1 else f"{code} * {stride}")
         return " + ".join(terms) if terms else "0"
 
@@ -452,7 +454,6 @@ class BodyRenderer:
 
 
 _ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})
-_COMPARE_OPS = frozenset({BinaryOp.LT, BinaryOp.LE, BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE})
 
 
 def _has_index_of(index: IndexExpr) -> bool:
@@ -487,34 +488,38 @@ class _FakeBuffer:
 # --------------------------------------------------------------------------- op tables
 
 
+# (scalar, vector) C of the unary ops that are not Weft's math functions (``C_MATH``)
+_UNARY = {
+    UnaryOp.NEG: ("(-{c})", "(-{c})"),
+    UnaryOp.NOT: ("(!{c})", "(~{c})"),  # vector lanes hold true as -1
+    UnaryOp.SQRT: ("wf_sqrt_s({c})", "wf_sqrt({c})"),
+    UnaryOp.RSQRT: ("(1.0f / wf_sqrt_s({c}))", "(wfc_splat_f(1.0f) / wf_sqrt({c}))"),
+}
+
+
 def scalar_unary(op: UnaryOp, x: Value) -> str:
     c = x.code
-    if op is UnaryOp.NEG:
-        return f"(-{c})"
     if op is UnaryOp.ABS:
         return f"__builtin_fabsf({c})" if x.dtype is DType.FLOAT32 else f"({c} < 0 ? -{c} : {c})"
-    if op is UnaryOp.NOT:
-        return f"(!{c})"
-    if op is UnaryOp.SQRT:
-        return f"wf_sqrt_s({c})"
-    if op is UnaryOp.RSQRT:
-        return f"(1.0f / wf_sqrt_s({c}))"
-    return f"{C_MATH[op]}_s({c})"
+    return _UNARY[op][0].format(c=c) if op in _UNARY else f"{C_MATH[op]}_s({c})"
 
 
 def vector_unary(op: UnaryOp, x: Value) -> str:
     c = x.code
-    if op is UnaryOp.NEG:
-        return f"(-{c})"
     if op is UnaryOp.ABS:
         return f"wfc_abs_{SUFFIX[x.dtype]}({c})"
-    if op is UnaryOp.NOT:
-        return f"(~{c})"
-    if op is UnaryOp.SQRT:
-        return f"wf_sqrt({c})"
-    if op is UnaryOp.RSQRT:
-        return f"(wfc_splat_f(1.0f) / wf_sqrt({c}))"
-    return f"{C_MATH[op]}({c})"
+    return _UNARY[op][1].format(c=c) if op in _UNARY else f"{C_MATH[op]}({c})"
+
+
+def _extremum_or_bitwise(op: BinaryOp, x: str, y: str, dtype: DType, scalar: bool) -> str:
+    """MAX/MIN by the prelude's functions (``wfc_smax_f`` scalar, ``wfc_max_f`` vector); AND/OR bitwise."""
+    if op in (BinaryOp.MAX, BinaryOp.MIN):
+        return f"wfc_{'s' if scalar else ''}{op.value}_{SUFFIX[dtype]}({x}, {y})"
+    if op is BinaryOp.AND:
+        return f"({x} & {y})"
+    if op is BinaryOp.OR:
+        return f"({x} | {y})"
+    raise TypeError(f"binary op {op}")
 
 
 def scalar_binary(op: BinaryOp, a: Value, b: Value) -> str:
@@ -531,15 +536,7 @@ def scalar_binary(op: BinaryOp, a: Value, b: Value) -> str:
         if a.dtype is DType.FLOAT32:
             return f"fmodf({x}, {y})"  # exact (IEEE remainder of truncation): libm cannot differ
         return f"({y} == 0 ? {x} : {y} == -1 ? 0 : {x} % {y})"
-    if op is BinaryOp.MAX:
-        return f"wfc_smax_{SUFFIX[a.dtype]}({x}, {y})"
-    if op is BinaryOp.MIN:
-        return f"wfc_smin_{SUFFIX[a.dtype]}({x}, {y})"
-    if op is BinaryOp.AND:
-        return f"({x} & {y})"
-    if op is BinaryOp.OR:
-        return f"({x} | {y})"
-    raise TypeError(f"binary op {op}")
+    return _extremum_or_bitwise(op, x, y, a.dtype, scalar=True)
 
 
 _MIRRORED = {BinaryOp.LT: BinaryOp.GT, BinaryOp.LE: BinaryOp.GE, BinaryOp.GT: BinaryOp.LT, BinaryOp.GE: BinaryOp.LE}
@@ -557,15 +554,7 @@ def vector_binary(op: BinaryOp, a: Value, b: Value, splat: Callable[[Value], str
         return code
     if op is BinaryOp.DIV:
         return f"({x} / {y})"
-    if op is BinaryOp.MAX:
-        return f"wfc_max_{SUFFIX[a.dtype]}({x}, {y})"
-    if op is BinaryOp.MIN:
-        return f"wfc_min_{SUFFIX[a.dtype]}({x}, {y})"
-    if op is BinaryOp.AND:
-        return f"({x} & {y})"
-    if op is BinaryOp.OR:
-        return f"({x} | {y})"
-    raise TypeError(f"binary op {op}")
+    return _extremum_or_bitwise(op, x, y, a.dtype, scalar=False)
 
 
 def scalar_cast(x: Value, dtype: DType) -> str:

@@ -10,48 +10,43 @@ _INTERESTING = ("avx512f", "avx512dq", "avx512bw", "avx512vl", "avx2", "fma", "a
 
 
 @functools.lru_cache(maxsize=1)
-def cpu_features() -> tuple[str, ...]:
-    """Vector features from /proc/cpuinfo (Linux), else a guess from the architecture."""
+def cpu_info() -> tuple[str, frozenset[str]]:
+    """(model name, every feature flag) from /proc/cpuinfo (Linux); ("", {}) where it says nothing."""
+    model, flags = "", None
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    flags = set(value.split())
-                    return tuple(name for name in _INTERESTING if name in flags)
+                key = key.strip()
+                if key == "model name" and not model:
+                    model = value.strip()
+                elif key in ("flags", "Features") and flags is None:
+                    flags = frozenset(value.split())
     except OSError:
         pass
+    return model, flags or frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_features() -> tuple[str, ...]:
+    """Vector features from /proc/cpuinfo (Linux), else a guess from the architecture."""
+    flags = cpu_info()[1]
+    if flags:
+        return tuple(name for name in _INTERESTING if name in flags)
     machine = platform.machine().lower()
     return ("neon",) if machine in ("arm64", "aarch64") else ()
 
 
 @functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_info()[0] or platform.processor() or platform.machine()
 
 
 @functools.lru_cache(maxsize=1)
 def cpu_signature() -> str:
     """The model and every CPU flag: -march=native code is only reused on a CPU that
     offers exactly the same instructions (a shared cache may span machines)."""
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key.strip() in ("flags", "Features"):
-                    flags = set(value.split())
-                    break
-    except OSError:
-        pass
-    return f"{cpu_model()}|{platform.machine()}|{' '.join(sorted(flags))}"
+    return f"{cpu_model()}|{platform.machine()}|{' '.join(sorted(cpu_info()[1]))}"
 
 
 def lanes_for(features: tuple[str, ...]) -> int:

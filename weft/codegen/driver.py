@@ -34,9 +34,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import weft
 from weft.codegen.cpu import cpu_signature
 from weft.errors import CompileError, ConfigError
+from weft.files import normal_permissions, write_atomic
+from weft.version import __version__
 
 COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared")
 CONTRACT_FLAGS = {
@@ -101,45 +102,10 @@ def find_compiler(command: str) -> Compiler:
 
 def cache_key(source: str, compiler: Compiler, flags: tuple[str, ...], cpu: str) -> str:
     digest = hashlib.sha256()
-    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, weft.__version__, CACHE_FORMAT):
+    for part in (source, compiler.path, compiler.version, " ".join(flags), cpu, __version__, CACHE_FORMAT):
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:32]
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where Linux reports it."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)  # elsewhere: the classic read-by-setting (set back at once)
-    os.umask(mask)
-    return mask
-
-
-def _normal_permissions(path_or_handle, executable: bool = False) -> None:
-    """The mode a plainly created file gets (mkstemp leaves 0600, unreadable to the group)."""
-    mode = (0o777 if executable else 0o666) & ~_umask()
-    if isinstance(path_or_handle, int):
-        os.fchmod(path_or_handle, mode)
-    else:
-        os.chmod(path_or_handle, mode)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        _normal_permissions(handle)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
 
 
 def _file_digest(path: Path) -> str:
@@ -239,13 +205,13 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     if cached is not None:
         return Artifact(cached, source_path, key, False, (), compiler, flags)
     source_bytes = source.encode()
-    _write_atomic(source_path, source_bytes)
+    write_atomic(source_path, source_bytes)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
         command = compile_source(compiler, flags, source_path, Path(temporary))
         _check_loadable(Path(temporary), command, source_path)
-        _normal_permissions(temporary, executable=True)
+        normal_permissions(temporary, executable=True)
         data = Path(temporary).read_bytes()
         digest = hashlib.sha256(data).hexdigest()
         so_path = folder / f"{key}-{digest[:16]}.so"
@@ -256,7 +222,7 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     entry = {"so": so_path.name, "sha256": digest, "size": len(data),
              "source_sha256": hashlib.sha256(source_bytes).hexdigest(), "compiler": compiler.version,
              "flags": list(flags)}
-    _write_atomic(folder / f"{key}.entry", json.dumps(entry).encode())
+    write_atomic(folder / f"{key}.entry", json.dumps(entry))
     return Artifact(so_path, source_path, key, True, command, compiler, flags)
 
 

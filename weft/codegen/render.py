@@ -17,18 +17,16 @@ from __future__ import annotations
 
 from weft.codegen.body import (
     SCALAR_TYPE,
-    STORAGE_TYPE,
     SUFFIX,
     VECTOR_TYPE,
     BodyRenderer,
     Counter,
     c_literal,
 )
-from weft.codegen.contraction import render_contraction
+from weft.codegen.values import c_value
 from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
-from weft.lower.contraction import ContractionNest
-from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+from weft.lower.nest import GemmCall, MemberNest
 
 _IDENTITY_INT = {
     (Combiner.SUM, DType.INT32): "0", (Combiner.MAX, DType.INT32): "INT32_MIN",
@@ -50,7 +48,7 @@ def combine(combiner: Combiner, dtype: DType, vector: bool, acc: str, term: str)
     return f"wfc_{kind}_{SUFFIX[dtype]}({acc}, {term})" if vector else f"wfc_s{kind}_{SUFFIX[dtype]}({acc}, {term})"
 
 
-class _NestWriter:
+class NestWriter:
     def __init__(self, nest: MemberNest, lines: list[str], counter: Counter) -> None:
         self.nest = nest
         self.kernel = nest.kernel
@@ -149,11 +147,11 @@ class _NestWriter:
         counts = []
         for axis in nest.outer_axes:
             r = nest.axis_range(axis)
-            self.emit(inner, f"const long n_{self.var[axis]} = ({r.stop}) - ({r.start});")
+            self.emit(inner, f"const long n_{self.var[axis]} = ({c_value(r.stop)}) - ({c_value(r.start)});")
             counts.append(f"n_{self.var[axis]}")
         if nest.vector_axis is not None:
             r = nest.axis_range(nest.vector_axis)
-            self.emit(inner, f"const long wf_nvb = (({r.stop}) - ({r.start}) + {span - 1}) / {span};")
+            self.emit(inner, f"const long wf_nvb = (({c_value(r.stop)}) - ({c_value(r.start)}) + {span - 1}) / {span};")
             per_item = str(nest.blocks_per_item) if nest.blocks_per_item > 0 else "wf_nvb"
             self.emit(inner, f"const long wf_bpi = {per_item};")
             self.emit(inner, "const long wf_ngroups = (wf_nvb + wf_bpi - 1) / wf_bpi;")
@@ -183,7 +181,7 @@ class _NestWriter:
         for axis in reversed(nest.outer_axes):
             r = nest.axis_range(axis)
             v = self.var[axis]
-            self.emit(body, f"const long {v} = ({r.start}) + wf_rem % n_{v}; wf_rem /= n_{v};")
+            self.emit(body, f"const long {v} = ({c_value(r.start)}) + wf_rem % n_{v}; wf_rem /= n_{v};")
         if nest.fold_chunk:  # inside the work item: no barrier between chunks
             extent = self.kernel.fold_axes[0].extent
             self.emit(body, f"for (long wf_kc = 0; wf_kc < {extent}; wf_kc += {nest.fold_chunk}) {{")
@@ -193,20 +191,20 @@ class _NestWriter:
             self.emit(body, "const long wf_vb_end = wfc_minl(wf_nvb, (wf_group + 1) * wf_bpi);")
             self.emit(body, "for (long wf_vb = wf_group * wf_bpi; wf_vb < wf_vb_end; wf_vb++) {")
             body += 1
-            self.emit(body, f"const long wf_v0 = ({r.start}) + wf_vb * {span};")
-            self.emit(body, f"const long wf_vn = wfc_minl({span}, ({r.stop}) - wf_v0);")
+            self.emit(body, f"const long wf_v0 = ({c_value(r.start)}) + wf_vb * {span};")
+            self.emit(body, f"const long wf_vn = wfc_minl({span}, ({c_value(r.stop)}) - wf_v0);")
             if self.panels:
                 self.pack_panels(body)
         if nest.block_axis is not None:
             r = nest.axis_range(nest.block_axis)
             u, rows = self.var[nest.block_axis], nest.block_rows
-            self.emit(body, f"long {u} = ({r.start});")
-            self.emit(body, f"for (; {u} + {rows} <= ({r.stop}); {u} += {rows}) {{")
+            self.emit(body, f"long {u} = ({c_value(r.start)});")
+            self.emit(body, f"for (; {u} + {rows} <= ({c_value(r.stop)}); {u} += {rows}) {{")
             self.tile(body + 1, rows)
             self.emit(body, "}")
             extent = _static_extent(r)
             if extent is None or extent % rows:
-                self.emit(body, f"for (; {u} < ({r.stop}); {u}++) {{")
+                self.emit(body, f"for (; {u} < ({c_value(r.stop)}); {u}++) {{")
                 self.tile(body + 1, 1)
                 self.emit(body, "}")
         else:
@@ -477,11 +475,10 @@ class _NestWriter:
 
 
 def _static_extent(axis_range) -> int | None:
-    """The number of points of a range whose bounds are integer literals, else None."""
-    try:
-        return int(axis_range.stop) - int(axis_range.start)
-    except ValueError:
-        return None
+    """The number of points of a range whose bounds are integers, else None."""
+    if isinstance(axis_range.start, int) and isinstance(axis_range.stop, int):
+        return axis_range.stop - axis_range.start
+    return None
 
 
 def _clean(name: str) -> str:
@@ -502,41 +499,6 @@ def render_gemm(call: GemmCall, lines: list[str], indent: int) -> None:
         f" &lda, (float *){call.a.pointer} + b * {sa}, &ldb, &beta, {call.c.pointer} + b * {sc}, &ldc);",
         f"{pad}}}",
     ]
-
-
-def render_function(function: LoweredFunction) -> str:
-    """One ``static int`` C function; returns nonzero if a gather index was out of range."""
-    written = set(function.members)
-    params = []
-    for view in function.params:
-        const = "" if view.buffer in written else "const "
-        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
-    lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
-    counter = Counter()
-    indent = 1
-    if function.tile_loop is not None:
-        loop = function.tile_loop
-        if loop.parallel:
-            lines.append("    #pragma omp parallel for schedule(static)")
-        lines.append(f"    for (long {loop.variable} = 0; {loop.variable} < {loop.extent}; "
-                     f"{loop.variable} += {loop.size}) {{")
-        indent = 2
-    for scratch in function.scratch:
-        lines.append(f"{'    ' * indent}{STORAGE_TYPE[scratch.dtype]} {scratch.pointer}[{scratch.elements}]"
-                     " __attribute__((aligned(64)));")
-    for nest in function.nests:
-        if isinstance(nest, GemmCall):
-            render_gemm(nest, lines, indent)
-        elif isinstance(nest, MemberNest):
-            _NestWriter(nest, lines, counter).write(indent)
-        elif isinstance(nest, ContractionNest):
-            render_contraction(nest, lines, indent, counter)
-        else:  # a nest that renders itself (weft.lower.online.OnlinePass)
-            nest.render(lines, indent, counter)
-    if function.tile_loop is not None:
-        lines.append("    }")
-    lines += ["    return wf_bad_gather;", "}", ""]
-    return "\n".join(lines)
 
 
 def check_row_major(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:

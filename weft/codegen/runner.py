@@ -17,8 +17,8 @@ range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
 
 from __future__ import annotations
 
+from weft.codegen.function import render_function
 from weft.codegen.prelude import prelude
-from weft.codegen.render import render_function
 from weft.ir import Plan
 from weft.lower.nest import LoweredPlan
 from weft.lower.reuse import distinct_functions

@@ -27,8 +27,8 @@ import numpy as np
 from weft.compose.partition import Partition
 from weft.compose.regions import Region
 from weft.compose.rescale import OnlineFold, derive_online_fold, pass_schedule, streamed_members
-from weft.compose.substitute import map_loads, substitute_axes
 from weft.ir import Axis, AxisIndex, Combiner, Expr, Kernel, Load, Plan, expr_loads
+from weft.ir.substitute import map_loads, substitute_axes
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs, run_kernel, weft_max, weft_min
 
 

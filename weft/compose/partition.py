@@ -100,7 +100,7 @@ def choose_regions(
     ``fits`` is the lowering's check (``weft.lower.fused.region_fit``); without it
     every legal candidate counts as lowerable (the IR-level answer, used by tests
     that lower with an explicit tile size). ``pricing`` (``fusion="priced"`` only) is
-    the pricer ``weft.compile.region_pricing`` builds (see ``weft.compose.priced``).
+    the pricer ``weft.fuse.region_pricing`` builds (see ``weft.compose.priced``).
     """
     if policy not in POLICIES:
         raise ConfigError(
@@ -147,7 +147,7 @@ def _choose_priced(plan: Plan, contract: str, pricing) -> Partition:
     from weft.compose.priced import choose_priced, priced_reasons
 
     if pricing is None:
-        raise ConfigError("fusion='priced' needs a pricer: weft.compile builds one (weft.compile.region_pricing)")
+        raise ConfigError("fusion='priced' needs a pricer: weft.fuse builds one (weft.fuse.region_pricing)")
     chosen, growths, decisions = choose_priced(plan, pricing)
     order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
     chosen.sort(key=lambda region: order[region.anchor])

@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.compose.regions import Region
-from weft.compose.substitute import inline_members
 from weft.ir import (
     AxisIndex,
     Binary,
@@ -45,6 +44,7 @@ from weft.ir import (
     expr_loads,
 )
 from weft.ir.printer import format_expr
+from weft.ir.substitute import inline_members
 
 STRICT_REFUSAL = "Strict forbids reassociation (the online rescaling reorders the folds)"
 
@@ -116,26 +116,26 @@ class _NoSplit(Exception):
     pass
 
 
-def _flatten_product(expr: Expr, power: int = 1) -> list[tuple[Expr, int]]:
+def _flatten(expr: Expr, op: BinaryOp, inverse: BinaryOp, sign: int = 1) -> list[tuple[Expr, int]]:
+    """``expr`` as (operand, sign) under ``op`` and its ``inverse``: for MUL/DIV the sign is
+    the power (``a / b`` -> (a, 1), (b, -1)), for ADD/SUB the sign (``a - b`` -> (a, 1), (b, -1));
+    a negation is a factor -1 of a product, a flipped sign in a sum."""
     match expr:
-        case Binary(BinaryOp.MUL, left, right):
-            return _flatten_product(left, power) + _flatten_product(right, power)
-        case Binary(BinaryOp.DIV, left, right):
-            return _flatten_product(left, power) + _flatten_product(right, -power)
+        case Binary(found, left, right) if found in (op, inverse):
+            return _flatten(left, op, inverse, sign) + _flatten(right, op, inverse, sign if found is op else -sign)
         case Unary(UnaryOp.NEG, operand):
-            return [(Const(-1.0), 1)] + _flatten_product(operand, power)
-    return [(expr, power)]
+            if op is BinaryOp.MUL:
+                return [(Const(-1.0), 1)] + _flatten(operand, op, inverse, sign)
+            return _flatten(operand, op, inverse, -sign)
+    return [(expr, sign)]
+
+
+def _flatten_product(expr: Expr, power: int = 1) -> list[tuple[Expr, int]]:
+    return _flatten(expr, BinaryOp.MUL, BinaryOp.DIV, power)
 
 
 def _flatten_sum(expr: Expr, sign: int = 1) -> list[tuple[Expr, int]]:
-    match expr:
-        case Binary(BinaryOp.ADD, left, right):
-            return _flatten_sum(left, sign) + _flatten_sum(right, sign)
-        case Binary(BinaryOp.SUB, left, right):
-            return _flatten_sum(left, sign) + _flatten_sum(right, -sign)
-        case Unary(UnaryOp.NEG, operand):
-            return _flatten_sum(operand, -sign)
-    return [(expr, sign)]
+    return _flatten(expr, BinaryOp.ADD, BinaryOp.SUB, sign)
 
 
 def _product(factors: list[tuple[Expr, int]]) -> Expr:
@@ -359,3 +359,26 @@ def pass_schedule(plan: Plan, region: Region, online: OnlineFold) -> tuple[tuple
     if any(set(kernels[name].reads) & group for name in before):
         return None
     return before, after
+
+
+@dataclass(frozen=True, slots=True)
+class OnePass:
+    """What the one-pass lowering needs from the rewrite, as data (``weft.lower.online``
+    reads it and imports nothing from here).
+
+    ``streamed``: (member, the dimension of its output the pass walks), in region order;
+    ``schedule``: the members to run before and after the pass, None if no order works.
+    """
+
+    online: OnlineFold
+    streamed: tuple[tuple[str, int], ...]
+    schedule: tuple[tuple[str, ...], tuple[str, ...]] | None
+
+
+def one_pass(plan: Plan, region: Region, contract: str) -> OnePass | None:
+    """The rewrite's one pass over ``region`` (None: it does not apply, or ``contract`` forbids it)."""
+    online = derive_online_fold(plan, region, contract)
+    if not isinstance(online, OnlineFold):
+        return None
+    streamed = tuple(streamed_members(plan, region, online).items())
+    return OnePass(online, streamed, pass_schedule(plan, region, online))

@@ -8,14 +8,13 @@ accesses apart) and whether it points at tile-local scratch. Everything here is
 derived once per region signature and cached by the caller; pricing a tiling is
 then a formula over these numbers (``weft.cost.model``).
 
-This module is the one place to update when the nest IR changes (tile variables and
-offsets are being made values instead of C strings: none of those strings is read
-here; ``tile_sizes_of`` is the one reader of a range and is marked as such).
+This module is the one place to update when the nest IR changes. Ranges and offsets
+are loop values (``weft.lower.values``); the tiling is read from the tile loop
+(``tile_sizes_of``), never from C.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
@@ -335,27 +334,12 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
     )
 
 
-_TILE_STOP = re.compile(r"\((.+) \+ (\d+)\)$|wfc_minl\((.+) \+ (\d+), \d+\)$")
-
-
 def tile_sizes_of(function: LoweredFunction, carried: tuple[tuple[str, str, str], ...]) -> dict[str, int]:
-    """anchor axis -> tile size the lowering chose, read back from the nests' ranges.
-
-    The one reader of a range's C text (until ranges are values): a tiled range stops
-    at ``start + size`` (or ``wfc_minl(start + size, extent)``); an untouched one at
-    the extent. Axes not found are whole (one tile)."""
-    carried_by = {(member, axis): anchor for member, axis, anchor in carried}
-    sizes: dict[str, int] = {}
-    for nest in function.nests:
-        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one pass: (axis, variable, start, stop)
-            owner, spans = nest.reference.output, [(axis, stop) for axis, _, _, stop in nest.rows]
-        elif hasattr(nest, "ranges") and hasattr(nest, "kernel"):
-            owner, spans = nest.kernel.output, [(r.axis, r.stop) for r in nest.ranges]
-        else:
-            continue
-        for axis, stop in spans:
-            anchor = carried_by.get((owner, axis))
-            match = _TILE_STOP.match(stop) if anchor else None
-            if match:
-                sizes.setdefault(anchor, int(match.group(2) or match.group(4)))
-    return sizes
+    """anchor axis -> tile size the lowering chose, from the tiling its tile loop records
+    (``TileLoop.tiles``): the anchor axes of ``carried`` cut into tiles smaller than the
+    axis. Axes not found are whole (one tile)."""
+    loop = function.tile_loop
+    anchors = {anchor for _, _, anchor in carried}
+    if loop is None:
+        return {}
+    return {axis: size for axis, extent, size in loop.tiles if axis in anchors and size < extent}

@@ -30,8 +30,6 @@ import glob
 import hashlib
 import json
 import os
-import platform
-import subprocess
 import tempfile
 import time
 import warnings
@@ -39,6 +37,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
+
+from weft.codegen.cpu import cpu_info, cpu_model
+from weft.codegen.driver import build
+from weft.cpu_caches import cache_sizes
+from weft.errors import WeftError
+from weft.files import write_atomic
 
 SCHEMA = 2
 
@@ -154,45 +158,7 @@ def _at_threads(table: tuple[tuple[int, float], ...], threads: int) -> float:
 
 
 def _cpuinfo() -> tuple[str, tuple[str, ...]]:
-    model, flags = platform.processor() or platform.machine(), ()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and model in ("", platform.machine(), platform.processor()):
-                    model = value.strip()
-                elif key in ("flags", "Features") and not flags:
-                    flags = tuple(sorted(value.split()))
-    except OSError:
-        pass
-    return model, flags
-
-
-def _parse_size(text: str) -> int:
-    text = text.strip().upper()
-    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text) if text else 0
-
-
-def cache_sizes() -> dict[str, int]:
-    """Data/unified cache size per level in bytes, from /sys (0 where unknown)."""
-    sizes = {"l1d": 0, "l2": 0, "l3": 0}
-    for folder in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
-        try:
-            level = Path(folder, "level").read_text().strip()
-            kind = Path(folder, "type").read_text().strip()
-            size = _parse_size(Path(folder, "size").read_text())
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction":
-            continue
-        key = "l1d" if level == "1" else f"l{level}"
-        if key in sizes:
-            sizes[key] = size
-    return sizes
+    return cpu_model(), tuple(sorted(cpu_info()[1]))
 
 
 def _cpu_count() -> int:
@@ -242,28 +208,26 @@ def measure_numpy_copy(nbytes: int, repeats: int) -> float:
 
 
 def measure_c_copy(nbytes: int, repeats: int, thread_counts: list[int], cc: str, workdir: Path) -> dict[int, float]:
-    """Bandwidth of a compiled copy loop per thread count; {} if it cannot be built."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=workdir) as folder:
-        source_path, library_path = Path(folder, "copy.c"), Path(folder, "copy.so")
-        source_path.write_text(_COPY_SOURCE)
-        command = [cc, "-O2", "-march=native", "-fopenmp", "-shared", "-fPIC", str(source_path), "-o", str(library_path)]
-        try:
-            subprocess.run(command, check=True, capture_output=True, timeout=60)
-            library = ctypes.CDLL(str(library_path))
-        except (OSError, subprocess.SubprocessError) as error:
-            warnings.warn(f"machine profile: C copy loop not built ({error}); using the NumPy copy bandwidth", stacklevel=2)
-            return {}
-        copy = library.weft_copy
-        copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
-        source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
-        target = np.empty_like(source)
-        rates = {}
-        for threads in thread_counts:
-            copy(target.ctypes.data, source.ctypes.data, source.size, threads)
-            seconds = _best_time(lambda t=threads: copy(target.ctypes.data, source.ctypes.data, source.size, t), repeats)
-            rates[threads] = 2 * source.nbytes / seconds
-        return rates
+    """Bandwidth of a compiled copy loop per thread count; {} if it cannot be built.
+
+    Built by Weft's own compiler driver (``weft.codegen.driver.build``, cached under
+    ``workdir``), so the loop gets the flags every generated kernel gets."""
+    try:
+        artifact = build(_COPY_SOURCE, cc, workdir, "strict")
+        library = ctypes.CDLL(str(artifact.so_path))
+    except (OSError, WeftError) as error:
+        warnings.warn(f"machine profile: C copy loop not built ({error}); using the NumPy copy bandwidth", stacklevel=2)
+        return {}
+    copy = library.weft_copy
+    copy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long, ctypes.c_int]
+    source = np.random.default_rng(0).random(nbytes // 4, dtype=np.float32)
+    target = np.empty_like(source)
+    rates = {}
+    for threads in thread_counts:
+        copy(target.ctypes.data, source.ctypes.data, source.size, threads)
+        seconds = _best_time(lambda t=threads: copy(target.ctypes.data, source.ctypes.data, source.size, t), repeats)
+        rates[threads] = 2 * source.nbytes / seconds
+    return rates
 
 
 def _openblas_setter():
@@ -423,10 +387,7 @@ def load_profile(path: Path, identifier: str) -> MachineProfile:
 
 def save_profile(profile: MachineProfile, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(profile.to_json(), stream, indent=1)
-    os.replace(temporary, path)
+    write_atomic(path, json.dumps(profile.to_json(), indent=1))
 
 
 def machine_profile(cache_dir: Path | None = None, recalibrate: bool = False, cc: str = "cc", quick: bool = False) -> MachineProfile:

@@ -112,7 +112,7 @@ CREATE TABLE IF NOT EXISTS decisions (
 @functools.lru_cache(maxsize=1)
 def deciding_code() -> str:
     """Weft's version plus a digest of the source that decides (see module doc)."""
-    from weft import __version__
+    from weft.version import __version__
 
     root = Path(__file__).resolve().parent.parent
     files = sorted((*(root / "cost").rglob("*.py"), *(root / "decide").rglob("*.py"), root / "compose" / "priced.py"))

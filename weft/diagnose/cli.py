@@ -35,10 +35,11 @@ def register(subparsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from weft.bench.run import get_workload, parse_params
     from weft.cost.machine import machine_profile
     from weft.diagnose.procedure import diagnose
     from weft.diagnose.report import print_diagnosis
+    from weft.workloads import get_workload
+    from weft.workloads.params import parse_params
 
     sizes = None
     if args.sizes:
@@ -51,7 +52,7 @@ def main(args: argparse.Namespace) -> int:
     profile = machine_profile(recalibrate=args.recalibrate)
     workload = get_workload(args.workload)
     with console.status("profiling..."):
-        result = diagnose(workload, parse_params(args.size), profile, args.arm, args.threads, sizes, args.repeats)
+        result = diagnose(workload, parse_params(args.size, "--size"), profile, args.arm, args.threads, sizes, args.repeats)
     print_diagnosis(console, result)
     if args.json:
         from weft.bench.result import json_ready

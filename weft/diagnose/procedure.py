@@ -4,7 +4,7 @@
 2. break it down per lowered function (member or fused region), sort, keep the top ten;
 3. count each one's bytes and FLOPs from shapes; compare the intensity with the
    machine's ridge point (memory- or compute-bound), and the time with its floor;
-4. flag the fusion-opportunity signature (``weft.diagnose.chains``);
+4. flag the fusion-opportunity signature (``weft.cost.chains``);
 5. measure memory at two sizes of the workload's sequence axis: a ratio near 4 when
    the length doubles is quadratic growth (a T x T tensor exists: a fast path is not
    running), and name the members whose buffers grow that way;
@@ -19,9 +19,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from weft.bench.arms import BenchError, build_weft_runner, parse_arm
-from weft.bench.roofline import Work, floor, group_work, unfused_work
-from weft.diagnose.chains import Chain, find_chains, rank_chains
+from weft.bench.arms import BenchError, build_weft_runner, compile_plan, parse_arm
+from weft.cost.chains import Chain, find_chains, rank_chains
+from weft.cost.work import Work, floor, group_work, plan_work, unfused_work
 from weft.ir import Plan, Role
 
 TOP = 10
@@ -206,11 +206,7 @@ def buffer_growth(small: Plan, large: Plan, size_ratio: float) -> tuple[BufferGr
 def _plan_memory(plan: Plan, spec, arrays_for) -> tuple[int, str]:
     """Bytes of the compiled plan's memory if Weft can compile it, else every buffer in the IR."""
     try:
-        from weft.bench.arms import compile_plan
-
-        compiled = compile_plan(plan, spec)
-        if hasattr(compiled, "memory_bytes"):
-            return int(compiled.memory_bytes()), "compiled plan"
+        return int(compile_plan(plan, spec).memory_bytes()), "compiled plan"
     except (BenchError, MemoryError, OSError):
         pass  # not compilable here (or its arena cannot even be reserved): count the IR instead
     return sum(buffer.nbytes for buffer in plan.buffers), "IR buffers (every member's output held)"
@@ -237,8 +233,6 @@ def memory_scaling(workload, params: dict, spec, sizes: tuple[int, int] | None) 
 def diagnose(workload, params: dict, profile, arm: str = "unfused", threads: int = 1,
              sizes: tuple[int, int] | None = None, repeats: int = 5, seed: int = 0) -> Diagnosis:
     """Run the procedure on one workload; steps that need the compiler say why they were skipped."""
-    from weft.bench.roofline import plan_work
-
     full = {**dict(getattr(workload, "defaults", {}) or {}), **params}
     if sizes is not None and getattr(workload, "sequence_param", None):
         full[workload.sequence_param] = sizes[0]
@@ -259,11 +253,8 @@ def diagnose(workload, params: dict, profile, arm: str = "unfused", threads: int
         runner.call()
         result.whole_step_s = _median_time(lambda: compiled(*arrays), repeats)
         result.c_call_s = _median_time(runner.call, repeats)
-        if hasattr(compiled, "profile"):
-            rows = compiled.profile(*arrays, repeats=repeats if result.c_call_s < LONG_STEP_S else 1)
-            result.functions = function_rows(plan, rows, result.bandwidth, result.peak_flops)
-        else:
-            result.timing_note = "per-function breakdown skipped: this compiled plan has no profile()"
+        rows = compiled.profile(*arrays, repeats=repeats if result.c_call_s < LONG_STEP_S else 1)
+        result.functions = function_rows(plan, rows, result.bandwidth, result.peak_flops)
     result.chains = rank_chains(find_chains(plan), result.bandwidth, result.peak_flops)
     result.memory, result.memory_note = memory_scaling(workload, full, spec, sizes)
     return result

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from weft.bench.report import format_seconds
-from weft.diagnose.chains import FUSION_GAIN
+from weft.cost.chains import FUSION_GAIN
 from weft.diagnose.procedure import TOP, Diagnosis
 
 

@@ -91,14 +91,14 @@ def check_outputs(plan, arrays: list[np.ndarray], got, contract: str = "strict")
 def check_batch(programs: list[Program], settings: Settings) -> list[Outcome]:
     """One outcome per program; on a failure of the whole batch (more than one program),
     every outcome is ``batch`` with the message."""
-    import weft
+    from weft.compile import compile as compile_plan
 
     stage = "trace"
     try:
         plan, positions = trace_batch(programs)
         arrays = [a for p in programs for a in input_arrays(p)]
         stage = "compile"
-        compiled = weft.compile(plan, contract=settings.contract, fusion=settings.fusion, threads=settings.threads)
+        compiled = compile_plan(plan, contract=settings.contract, fusion=settings.fusion, threads=settings.threads)
         stage = "run"
         got = compiled(*arrays)
         stage = "compare"

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 from weft.config import FUSION_POLICIES
 from weft.fuzz.check import Outcome, Settings
-from weft.fuzz.generate import KNOWN_BUGS, Options, generate
+from weft.fuzz.generate import KNOWN_BUGS, Options
+from weft.fuzz.makers import generate
 from weft.fuzz.program import Program
 from weft.fuzz.report import render
 from weft.fuzz.shrink import shrink

@@ -1,6 +1,6 @@
 """Random programs over the whole ``weft.nn`` surface.
 
-``generate(seed, index, options)`` is deterministic: a program is named by its seed
+``generate(seed, index, options)`` (in ``weft.fuzz.makers``, beside the makers it draws from) is deterministic: a program is named by its seed
 and index, so a worker process rebuilds it from two ints and a failure is
 reproducible by ``python -m weft.fuzz --seed S --start I --programs 1``.
 
@@ -235,27 +235,6 @@ def broadcast(*shapes: tuple[str, ...]) -> tuple[str, ...]:
             raise AssertionError(f"generator bug: {shapes} do not broadcast")
         result.append(extents.pop() if extents else "1")
     return tuple(result)
-
-
-def generate(seed: int, index: int, options: Options) -> Program:
-    """Program ``index`` of the run seeded ``seed``."""
-    from weft.fuzz.makers import COVERAGE
-
-    rng = random.Random(f"{seed}:{index}:{options.contract}")
-    builder = Builder(rng, options, seed)
-    names = sorted(COVERAGE)
-    weights = [WEIGHTS.get(name, 1) for name in names]
-    for _ in range(rng.randint(1, options.max_ops)):
-        COVERAGE[rng.choices(names, weights)[0]](builder)
-    computed = [v for v in builder.values if not v.name.startswith("in")]
-    outputs = [computed[-1].name]
-    if len(computed) > 1 and rng.random() < 0.3:
-        other = rng.choice(computed[:-1]).name
-        if other not in outputs:
-            outputs.append(other)
-    program = Program(seed * 1_000_003 + index, tuple(builder.dims.items()), tuple(builder.inputs),
-                      tuple(builder.ops), tuple(outputs))
-    return prune(program)
 
 
 def prune(program: Program) -> Program:

@@ -1,4 +1,5 @@
-"""One maker per ``weft.nn`` function: pick operands, append one call (see ``generate``).
+"""One maker per ``weft.nn`` function: pick operands, append one call; ``generate`` draws
+a program from them (the builder it fills is ``weft.fuzz.generate``'s).
 
 ``COVERAGE`` names every public ``weft.nn`` function the generator calls; ``EXCLUDED``
 names, with the reason, every public name it does not.
@@ -7,11 +8,12 @@ names, with the reason, every public name it does not.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable
 
 from weft import nn
-from weft.fuzz.generate import BOOL, FLOAT, INT32, INT64, Builder, Value, broadcast
-from weft.fuzz.program import Dims, Ref
+from weft.fuzz.generate import BOOL, FLOAT, INT32, INT64, WEIGHTS, Builder, Options, Value, broadcast, prune
+from weft.fuzz.program import Dims, Program, Ref
 from weft.fuzz.views import (
     make_concat,
     make_expand,
@@ -487,3 +489,22 @@ def _table() -> dict[str, Callable[[Builder], Value]]:
 
 
 COVERAGE: dict[str, Callable[[Builder], Value]] = _table()
+
+
+def generate(seed: int, index: int, options: Options) -> Program:
+    """Program ``index`` of the run seeded ``seed``."""
+    rng = random.Random(f"{seed}:{index}:{options.contract}")
+    builder = Builder(rng, options, seed)
+    names = sorted(COVERAGE)
+    weights = [WEIGHTS.get(name, 1) for name in names]
+    for _ in range(rng.randint(1, options.max_ops)):
+        COVERAGE[rng.choices(names, weights)[0]](builder)
+    computed = [v for v in builder.values if not v.name.startswith("in")]
+    outputs = [computed[-1].name]
+    if len(computed) > 1 and rng.random() < 0.3:
+        other = rng.choice(computed[:-1]).name
+        if other not in outputs:
+            outputs.append(other)
+    program = Program(seed * 1_000_003 + index, tuple(builder.dims.items()), tuple(builder.inputs),
+                      tuple(builder.ops), tuple(outputs))
+    return prune(program)

@@ -332,3 +332,22 @@ def outputs64(plan: Plan, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """The plan's outputs in float64."""
     values = values64(plan, *arrays)
     return tuple(values[name] for name in plan.outputs)
+
+
+def attention64(q, k, v, keep=None, additive=None, scale=None):
+    """softmax(q kᵀ · scale + additive, masked by ``keep``) v in float64 over the last two axes
+    (scale: 1/sqrt(head dim); grouped-query K/V heads repeated), independent of Weft."""
+    q64, k64, v64 = (np.asarray(a, np.float64) for a in (q, k, v))
+    if q64.ndim == 3 and k64.shape[0] != q64.shape[0]:  # grouped-query: K/V head h // group
+        group = q64.shape[0] // k64.shape[0]
+        k64, v64 = np.repeat(k64, group, axis=0), np.repeat(v64, group, axis=0)
+    scale = 1.0 / np.sqrt(q64.shape[-1]) if scale is None else scale
+    s = np.einsum("...id,...jd->...ij", q64, k64) * scale
+    if additive is not None:
+        s = s + additive
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = p / p.sum(axis=-1, keepdims=True)
+    return np.einsum("...ij,...je->...ie", p, v64)

@@ -48,10 +48,8 @@ class Worker:
     """One worker process and a thread reading its answers."""
 
     def __init__(self) -> None:
-        import weft
-
         env = dict(os.environ)
-        root = str(Path(weft.__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding this weft package
         env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(

@@ -1,21 +1,20 @@
-"""Lowering: members (later fused regions) plus a tiling become loop nests.
+"""Lowering: members and fused regions plus a tiling become loop nests, as data.
 
-The seam between composition and code generation is ``lower_plan``::
+The unfused seam is ``lower_plan``::
 
     lower_plan(plan, groups, target) -> LoweredPlan
 
 ``groups`` is a tuple of tuples of member names, in execution order; each group
-becomes one C function (``LoweredFunction``) whose nests run one after another.
-``groups=None`` is the unfused baseline: one member per group. ``weft.compile``
-calls it with ``None`` for ``fusion="off"``; for any other policy it imports
-``weft.compose`` and uses ``compose.lower_fused(plan, config, target)`` (a
-complete ``LoweredPlan``) if present, else ``compose.plan_groups(plan, config)``
-fed to ``lower_plan``.
+becomes one function (``LoweredFunction``) whose nests run one after another.
+``groups=None`` is the unfused baseline: one member per group. Fused regions are
+lowered by ``weft.lower.fused.lower_partition`` (``weft.fuse`` hands it the regions
+``weft.compose`` chose; this package imports nothing from ``weft.compose``: it reads
+regions and the rewrite's pass through the protocols of ``weft.lower.region``).
 
 A fused lowering builds on the same values (see ``weft.lower.nest``): restrict a
-member nest to a tile with ``AxisRange`` (C expressions using the tile
-variable), re-map a private intermediate to tile-local ``Scratch`` through a
-``BufferView`` (pointer, offsets, strides), put the nests of a region inside one
+member nest to a tile with ``AxisRange`` (loop values, ``weft.lower.values``, using
+the tile variable), re-map a private intermediate to tile-local ``Scratch`` through a
+``BufferView`` (storage name, offsets, strides), put the nests of a region inside one
 ``LoweredFunction.tile_loop`` (the nests then have ``parallel=False``; the tile
 loop carries the parallelism), leave out of ``LoweredFunction.params`` the
 buffers that became scratch, and list them in ``LoweredFunction.private``:
@@ -34,8 +33,8 @@ packed microkernel, ``weft.lower.contraction.ContractionNest`` (C in
 epilogue (``weft.lower.contraction_epilogue``). Other nests are chosen in
 ``weft.lower.schedule`` (vector axis, register block,
 packed panels, transposed tiles for Strict row reductions, fold lanes under
-Inference) and rendered by ``weft.codegen``; a nest type the C renderer does not
-know may render itself (``nest.render(lines, indent, counter)``).
+Inference). Nothing here writes C: ``weft.codegen`` renders every nest type
+(``MemberNest``, ``GemmCall``, the one pass ``weft.lower.online.OnlinePass``).
 """
 
 from weft.lower.nest import (

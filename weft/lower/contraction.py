@@ -47,6 +47,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from weft.cpu_caches import cache_sizes
 from weft.ir import (
     AxisIndex,
     Binary,
@@ -105,8 +106,6 @@ TARGET_ITEMS = 8
 
 @functools.lru_cache(maxsize=1)
 def _cache_sizes() -> tuple[int, int, int]:
-    from weft.cost.machine import cache_sizes
-
     sizes = cache_sizes()
     return sizes.get("l1d") or 48 * 1024, sizes.get("l2") or 1024 * 1024, sizes.get("l3") or 8 * 1024 * 1024
 
@@ -351,6 +350,6 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
         parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, output=kernel.output, members=(kernel.output,),
-        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+        ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
     )
 

@@ -99,7 +99,7 @@ def lower_contraction_region(plan: Plan, members: tuple[str, ...], outputs: tupl
     first, epilogue = found
     out_view, first_view = views[members[-1]], views[first.output]
     if out_view.shape != first_view.shape or out_view.strides != first_view.strides or \
-            any(o != "0" for o in out_view.offsets):
+            any(o != 0 for o in out_view.offsets):
         return None
     # the contraction's result is addressed through the final output's view
     local = {**views, first.output: dataclasses.replace(out_view, buffer=first.output)}

@@ -30,23 +30,23 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from weft.compose.partition import Partition
-from weft.compose.regions import Region
 from weft.errors import CompileError
 from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 from weft.ir.canonical import Canonical, canonical_tiled_group
 from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.contraction_epilogue import lower_contraction_region
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
+from weft.lower.region import FusedRegion, Partition
 from weft.lower.reuse import SharedLowering
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
-    c_identifier,
     default_views,
     lower_group,
     lower_member,
+    storage_name,
 )
+from weft.lower.values import LoopValue, Minimum, Product, Quotient, Remainder, Sum, Var
 
 SCRATCH_BUDGET = 256 * 1024
 """Bytes of tile-local scratch per tile (it lives on each thread's stack)."""
@@ -72,43 +72,43 @@ class Tiling:
     def size(self, anchor_axis: str) -> int:
         return next(size for name, _, size in self.axes if name == anchor_axis)
 
-    def start(self, anchor_axis: str) -> str:
-        """The C expression of the current tile's first point along ``anchor_axis``."""
+    def start(self, anchor_axis: str) -> LoopValue:
+        """The current tile's first point along ``anchor_axis``."""
         inner = 1
         for name, extent, size in reversed(self.axes):
             tiles = -(-extent // size)
             if name == anchor_axis:
                 if tiles == 1:
-                    return "0"
-                index = TILE_VARIABLE if inner == 1 else f"({TILE_VARIABLE} / {inner})"
+                    return 0
+                index: LoopValue = Var(TILE_VARIABLE) if inner == 1 else Quotient(Var(TILE_VARIABLE), inner)
                 if inner * tiles < self.count:
-                    index = f"({index} % {tiles})"
-                return index if size == 1 else f"({index} * {size})"
+                    index = Remainder(index, tiles)
+                return index if size == 1 else Product(index, size)
             inner *= tiles
         raise KeyError(anchor_axis)
 
-    def stop(self, anchor_axis: str) -> str:
+    def stop(self, anchor_axis: str) -> LoopValue:
         extent = next(extent for name, extent, _ in self.axes if name == anchor_axis)
         size = self.size(anchor_axis)
         if size >= extent:
-            return str(extent)
+            return extent
         if extent % size == 0:
-            return f"({self.start(anchor_axis)} + {size})"
-        return f"wfc_minl({self.start(anchor_axis)} + {size}, {extent})"
+            return Sum(self.start(anchor_axis), size)
+        return Minimum(Sum(self.start(anchor_axis), size), extent)
 
     def member_axes(self, member: str) -> dict[str, str]:
         """``member``'s tiled axes -> the anchor axis each carries."""
         return {dict(mapping)[member]: anchor_axis for anchor_axis, mapping in self.maps if member in dict(mapping)}
 
-    def ranges(self, member: str) -> dict[str, tuple[str, str, int]]:
-        """``member``'s tiled axes -> (start, stop, tile size) as C expressions."""
+    def ranges(self, member: str) -> dict[str, tuple[LoopValue, LoopValue, int]]:
+        """``member``'s tiled axes -> (start, stop, tile size)."""
         return {
             axis: (self.start(anchor_axis), self.stop(anchor_axis), self.size(anchor_axis))
             for axis, anchor_axis in self.member_axes(member).items()
         }
 
 
-def region_tiling(plan: Plan, region: Region, size: int, primary: str | None = None) -> Tiling:
+def region_tiling(plan: Plan, region: FusedRegion, size: int, primary: str | None = None) -> Tiling:
     """Tile ``primary`` (default ``region.tile_axis``) by ``size`` and every common axis before it by one."""
     anchor = plan.kernel(region.anchor)
     order = [axis.name for axis in anchor.axes]
@@ -131,7 +131,7 @@ def tile_shape(plan: Plan, name: str, tiling: Tiling) -> tuple[int, ...]:
     return tuple(tiled[axis.name][2] if axis.name in tiled else axis.extent for axis in plan.kernel(name).axes)
 
 
-def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tuple[str, ...] | None = None) -> int:
+def region_scratch_bytes(plan: Plan, region: FusedRegion, tiling: Tiling, names: tuple[str, ...] | None = None) -> int:
     """Bytes of tile-local scratch for ``region``'s private members (or just ``names``)."""
     return sum(
         math.prod(tile_shape(plan, name, tiling)) * plan.buffer(name).dtype.itemsize
@@ -139,7 +139,7 @@ def region_scratch_bytes(plan: Plan, region: Region, tiling: Tiling, names: tupl
     )
 
 
-def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str, int], list[tuple[str, int]]]:
+def share_scratch(plan: Plan, region: FusedRegion, tiling: Tiling) -> tuple[dict[str, int], list[tuple[str, int]]]:
     """Private members whose lifetimes in the tile do not overlap share one scratch array.
 
     A member's array is live from its own nest to the last nest reading it
@@ -169,7 +169,7 @@ def share_scratch(plan: Plan, region: Region, tiling: Tiling) -> tuple[dict[str,
     return slot_of, [(slot[0], slot[1]) for slot in slots]
 
 
-def shared_scratch_bytes(plan: Plan, region: Region, tiling: Tiling) -> int:
+def shared_scratch_bytes(plan: Plan, region: FusedRegion, tiling: Tiling) -> int:
     slot_of, slots = share_scratch(plan, region, tiling)
     return sum(elements * plan.buffer(name).dtype.itemsize for name, elements in slots)
 
@@ -179,7 +179,7 @@ REUSE_LANES = 4
 vectors' worth of times per read (the largest tile ``choose_tiling`` tries)."""
 
 
-def starved_contraction(plan: Plan, region: Region, tiling: Tiling, lanes: int) -> tuple[str, str, int] | None:
+def starved_contraction(plan: Plan, region: FusedRegion, tiling: Tiling, lanes: int) -> tuple[str, str, int] | None:
     """(member, operand, bytes) when a contraction member, restricted to one tile, would use
     each element of a large operand fewer times than unfused (and fewer than
     ``REUSE_LANES * lanes``).
@@ -221,7 +221,7 @@ MIN_TILES = 8
 """A tiling with fewer tiles than this is taken only when no axis offers more (parallelism)."""
 
 
-def choose_tiling(plan: Plan, region: Region, lanes: int, fits=None) -> Tiling | None:
+def choose_tiling(plan: Plan, region: FusedRegion, lanes: int, fits=None) -> Tiling | None:
     """The tiling of ``region`` the lowering uses, or None when nothing fits the budget.
 
     Common anchor axes are tried outermost first (extent one skipped), each with the
@@ -316,7 +316,7 @@ def tile_inner_strides(shape: tuple[int, ...], names: list[str], tiling: Tiling,
 
 def scratch_views(
     plan: Plan, views: dict[str, BufferView], tiling: Tiling, taken: set[str], names: tuple[str, ...],
-    region: Region | None = None,
+    region: FusedRegion | None = None,
 ) -> tuple[dict[str, BufferView], tuple[Scratch, ...]]:
     """``views`` with each buffer in ``names`` re-mapped to tile-local scratch; with
     ``region`` (nests in region order), members with disjoint lifetimes share arrays."""
@@ -325,14 +325,14 @@ def scratch_views(
     slot_of, slots = share_scratch(plan, region, tiling) if region is not None else ({}, [])
     pointers = {}
     for number, (first, elements) in enumerate(slots):
-        pointers[number] = c_identifier(f"scratch_{first}", taken)
+        pointers[number] = storage_name(f"scratch_{first}", taken)
         scratch.append(Scratch(pointers[number], plan.buffer(first).dtype, elements))
     for name in names:
         buffer = plan.buffer(name)
         tiled = tiling.ranges(name)
         axes = plan.kernel(name).axes
         shared = name in slot_of
-        pointer = pointers[slot_of[name]] if shared else c_identifier(f"scratch_{name}", taken)
+        pointer = pointers[slot_of[name]] if shared else storage_name(f"scratch_{name}", taken)
         shape = tile_shape(plan, name, tiling)
         result[name] = BufferView(
             buffer=name,
@@ -341,7 +341,7 @@ def scratch_views(
             shape=buffer.shape,  # logical shape: padding checks stay global
             strides=tile_inner_strides(shape, [axis.name for axis in axes], tiling, name)
             if rows_innermost_pays(plan, name, set(names)) else row_major_strides(shape),
-            offsets=tuple(tiled[axis.name][0] if axis.name in tiled else "0" for axis in axes),
+            offsets=tuple(tiled[axis.name][0] if axis.name in tiled else 0 for axis in axes),
         )
         if not shared:
             scratch.append(Scratch(pointer, buffer.dtype, math.prod(shape)))
@@ -370,17 +370,17 @@ def function_params(nests, private) -> tuple[BufferView, ...]:
     return tuple(params.values())
 
 
-def region_work(plan: Plan, region: Region) -> int:
+def region_work(plan: Plan, region: FusedRegion) -> int:
     return sum(math.prod(axis.extent for axis in plan.kernel(name).all_axes) for name in region.members)
 
 
-def tile_loop(plan: Plan, region: Region, tiling: Tiling) -> TileLoop:
+def tile_loop(plan: Plan, region: FusedRegion, tiling: Tiling) -> TileLoop:
     parallel = tiling.count >= 2 and region_work(plan, region) >= PARALLEL_MIN_WORK
-    return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel)
+    return TileLoop(TILE_VARIABLE, tiling.count, 1, parallel=parallel, tiles=tiling.axes)
 
 
 def lower_region(
-    plan: Plan, region: Region, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None,
+    plan: Plan, region: FusedRegion, views: dict[str, BufferView], target: Target, taken: set[str], tile: int | None = None,
     tiling: Tiling | None = None,
 ) -> LoweredFunction | None:
     """One tiled C function for ``region``; None if its scratch cannot fit (lower unfused).
@@ -404,11 +404,11 @@ def lower_region(
     )
 
 
-def region_function_name(region: Region, taken: set[str]) -> str:
-    return "r" + c_identifier(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
+def region_function_name(region: FusedRegion, taken: set[str]) -> str:
+    return "r" + storage_name(f"{region.anchor}_x{region.size}"[:48], taken)[1:]
 
 
-def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None, views=None) -> str | None:
+def region_fit(plan: Plan, region: FusedRegion, target: Target, online_lowering=None, views=None) -> str | None:
     """None when ``lower_partition`` can emit ``region`` as one function; else why not.
 
     The same two tries ``lower_partition`` makes: the one-pass form (when given;
@@ -441,7 +441,7 @@ def region_fit(plan: Plan, region: Region, target: Target, online_lowering=None,
             f" exceeds the {SCRATCH_BUDGET:,} B budget")
 
 
-def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
+def blas_lost(plan: Plan, region: FusedRegion, views=None) -> tuple[str, ...]:
     """Contraction members of fused ``region`` that would call BLAS unfused (under Inference
     with BLAS available) but are tiled loop nests inside the region (``tiled_nest`` has no
     library body: a library call ignores tile ranges). Reported by ``explain``; weighing this
@@ -456,7 +456,7 @@ def blas_lost(plan: Plan, region: Region, views=None) -> tuple[str, ...]:
     )
 
 
-def _region_canonical(plan: Plan, region: Region, extra: tuple) -> Canonical:
+def _region_canonical(plan: Plan, region: FusedRegion, extra: tuple) -> Canonical:
     return canonical_tiled_group(
         plan, region.members, region.private, region.anchor, region.anchor_axes, region.tile_maps, extra
     )
@@ -470,7 +470,7 @@ def region_fits(plan: Plan, target: Target, online_lowering=None):
     views = default_views(plan)
     answers: dict[tuple, str | None] = {}
 
-    def fits(region: Region) -> str | None:
+    def fits(region: FusedRegion) -> str | None:
         if not region.is_fused:
             return None
         key = _region_canonical(plan, region, ()).key
@@ -513,7 +513,7 @@ def lower_partition(
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
 
 
-def _tiling_form(plan: Plan, region: Region, tiling: Tiling | None) -> tuple | None:
+def _tiling_form(plan: Plan, region: FusedRegion, tiling: Tiling | None) -> tuple | None:
     """A chosen tiling without names: (position of the anchor axis, extent, tile size) per axis."""
     if tiling is None:
         return None

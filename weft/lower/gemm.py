@@ -28,7 +28,7 @@ def _axis_names(load: Load) -> tuple[str, ...] | None:
 def _in_place(view: BufferView) -> bool:
     from weft.lower.access import row_major_strides
 
-    return all(o == "0" for o in view.offsets) and view.strides == row_major_strides(view.shape)
+    return all(o == 0 for o in view.offsets) and view.strides == row_major_strides(view.shape)
 
 
 def match_gemm(kernel: Kernel, views: dict[str, BufferView]) -> GemmCall | None:

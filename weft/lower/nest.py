@@ -8,8 +8,8 @@ the output axes this nest covers, and how each buffer is addressed. Renderers
 Three hooks exist for fusion (``weft.compose``), all unused by the unfused path:
 
 * ``AxisRange``: a nest may cover a sub-range ``[start, stop)`` of an output axis,
-  where ``start``/``stop`` are C expressions (e.g. ``tile_i`` and
-  ``tile_i + 32``), so a member can run on one tile.
+  where ``start``/``stop`` are loop values (``weft.lower.values``: e.g.
+  ``Product(Var("wf_tile"), 32)`` and ``Sum(that, 32)``), so a member can run on one tile.
 * ``BufferView``: a buffer may be re-mapped to tile-local scratch, a base pointer
   with per-dimension offsets (subtracted from each index) and strides.
 * ``LoweredFunction.tile_loop``: a sequence of member nests may sit inside one
@@ -26,23 +26,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weft.ir import Buffer, DType, Kernel, Load
+from weft.lower.values import LoopValue
 
 
 @dataclass(frozen=True, slots=True)
 class AxisRange:
-    """The points ``[start, stop)`` of one output axis that a nest covers (C expressions)."""
+    """The points ``[start, stop)`` of one output axis that a nest covers (loop values)."""
 
     axis: str
-    start: str
-    stop: str
+    start: LoopValue
+    stop: LoopValue
 
 
 @dataclass(frozen=True, slots=True)
 class BufferView:
     """How a nest addresses one buffer: ``pointer[sum((index_d - offsets_d) * strides_d)]``.
 
-    ``pointer`` is the C name of the base pointer (a kernel parameter or tile-local
-    scratch array); strides are in elements.
+    ``pointer`` names the storage (a function parameter or a tile-local scratch array;
+    an identifier chosen by the lowering, unique in its function); strides are in
+    elements; ``offsets`` are loop values (``weft.lower.values``).
     """
 
     buffer: str
@@ -50,7 +52,7 @@ class BufferView:
     dtype: DType
     shape: tuple[int, ...]
     strides: tuple[int, ...]
-    offsets: tuple[str, ...]
+    offsets: tuple[LoopValue, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +160,17 @@ class GemmCall:
 
 @dataclass(frozen=True, slots=True)
 class TileLoop:
-    """An outer loop over tiles of one axis: ``for (tile = 0; tile < extent; tile += size)``."""
+    """An outer loop over tiles: ``for (tile = 0; tile < extent; tile += size)``.
+
+    ``tiles`` records the tiling it enumerates: (anchor axis, extent, tile size) per
+    axis, outermost first (``explain`` and the cost model read it; empty for a loop
+    built by hand)."""
 
     variable: str
     extent: int
     size: int
     parallel: bool
+    tiles: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,8 +50,9 @@ class Target:
     microkernel: bool = True  # contractions run by the packed microkernel (weft.lower.contraction)
 
 
-def c_identifier(name: str, taken: set[str]) -> str:
-    """A C identifier for a buffer name (``layer0/q.1`` -> ``b_layer0_q_1``), unique in ``taken``."""
+def storage_name(name: str, taken: set[str]) -> str:
+    """A storage name for a buffer (``layer0/q.1`` -> ``b_layer0_q_1``): letters, digits and
+    ``_`` only, unique in ``taken``. A name, not code: codegen declares it as it sees fit."""
     base = "b_" + "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
     candidate, suffix = base, 1
     while candidate in taken:
@@ -68,11 +69,11 @@ def default_views(plan: Plan) -> dict[str, BufferView]:
     for buffer in plan.buffers:
         views[buffer.name] = BufferView(
             buffer=buffer.name,
-            pointer=c_identifier(buffer.name, taken),
+            pointer=storage_name(buffer.name, taken),
             dtype=buffer.dtype,
             shape=buffer.shape,
             strides=row_major_strides(buffer.shape),
-            offsets=("0",) * len(buffer.shape),
+            offsets=(0,) * len(buffer.shape),
         )
     return views
 
@@ -168,7 +169,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
     touched = (kernel.output, *kernel.reads)
     return MemberNest(
         kernel=kernel,
-        ranges=tuple(AxisRange(a.name, "0", str(a.extent)) for a in kernel.axes),
+        ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
         outer_axes=outer,
         vector_axis=vector_axis,
         lanes=target.lanes,
@@ -313,7 +314,7 @@ def lower_unfused(kernel: Kernel, views: dict[str, BufferView], target: Target):
 
 
 def _function_name(members: tuple[str, ...], taken: set[str]) -> str:
-    return "k" + c_identifier("_".join(members)[:48], taken)[1:]
+    return "k" + storage_name("_".join(members)[:48], taken)[1:]
 
 
 def lower_group(

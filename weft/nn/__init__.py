@@ -75,7 +75,7 @@ from weft.nn.views import (
 
 slice = slice_axis  # noqa: A001  (nn.slice(x, axis, start, stop, step), like the other view functions)
 
-_install_methods()
+_install_methods(globals())
 
 __all__ = [
     "Spec",

@@ -28,8 +28,8 @@ from weft.ir import (
     IndexValue,
     Where,
 )
-from weft.nn.tensor import Tensor, current_tracer
-from weft.nn.views import read_padded
+from weft.nn.tensor import Tensor, current_tracer, name_scope
+from weft.nn.views import read_padded, reshape
 
 
 def _pair(op: str, name: str, value: int | Sequence[int]) -> tuple[int, int]:
@@ -117,7 +117,7 @@ def batch_norm(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Ten
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Inference batch norm (``torch.nn.functional.batch_norm(..., training=False)``) over the
     channel axis 1 of (N, C, ...): ``(x - mean) / sqrt(var + eps) * weight + bias``."""
-    from weft import nn
+    from weft.nn.elementwise import sqrt
     from weft.nn.linalg import _need_float
 
     _need_float("batch_norm", x, running_mean, running_var, weight, bias)
@@ -132,10 +132,10 @@ def batch_norm(x: Tensor, running_mean: Tensor, running_var: Tensor, weight: Ten
     per_channel = (channels,) + (1,) * (x.ndim - 2)
 
     def channel(tensor: Tensor) -> Tensor:
-        return nn.reshape(tensor, per_channel)
+        return reshape(tensor, per_channel)
 
-    with nn.name_scope("batch_norm"):
-        out = (x - channel(running_mean)) / nn.sqrt(channel(running_var) + float(eps))
+    with name_scope("batch_norm"):
+        out = (x - channel(running_mean)) / sqrt(channel(running_var) + float(eps))
         if weight is not None:
             out = out * channel(weight)
         if bias is not None:

@@ -15,7 +15,7 @@ import contextlib
 import contextvars
 import inspect
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,9 +159,7 @@ class Tensor:
         if operator is not None and method == "__call__" and not kwargs and len(inputs) == 2:
             # a Python operator with a NumPy scalar or array on the left (np.float32(2) * x):
             # the same as Tensor's reflected operator
-            from weft import nn
-
-            return getattr(nn, operator)(*inputs)
+            return _NN[operator](*inputs)
         raise TraceError(_numpy_refusal(f"numpy.{name}{'' if method == '__call__' else '.' + method}", name))
 
     def __array_function__(self, func, types, args, kwargs):
@@ -186,43 +184,45 @@ _WEFT_EQUIVALENT = {
 
 
 def _numpy_refusal(what: str, name: str) -> str:
-    from weft import nn
-
     equivalent = _WEFT_EQUIVALENT.get(name, name)
-    if equivalent in getattr(nn, "__all__", ()):
+    if equivalent in _NN.get("__all__", ()):
         advice = f"use weft.nn.{equivalent} instead"
     else:
         advice = f"weft.nn has no {name}: build it from weft.nn functions (listed in weft.nn.__all__)"
     return f"{what} was applied to a symbolic weft Tensor, which NumPy cannot compute on; {advice}"
 
 
-def _operator(name: str, reflected: bool = False):
+def _operator(functions: Mapping[str, Callable], name: str, reflected: bool = False):
     def method(self, other):
-        from weft import nn
-
-        function = getattr(nn, name)
+        function = functions[name]
         return function(other, self) if reflected else function(self, other)
 
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
     return method
 
 
-def _install_methods() -> None:
-    """Operators and methods delegate to ``weft.nn`` (imported late: nn imports us)."""
+_NN: Mapping[str, Callable] = {}
+"""``weft.nn``'s namespace, handed over by ``_install_methods`` (nn imports this module, not
+the other way round)."""
+
+
+def _install_methods(functions: Mapping[str, Callable]) -> None:
+    """Operators and methods delegate to the functions of ``weft.nn`` (which passes its own
+    namespace once everything is defined: nn imports this module, not the other way)."""
+    global _NN
+    _NN = functions
     pairs = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "matmul": "matmul", "pow": "pow"}
     for dunder, name in pairs.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
-        setattr(Tensor, f"__r{dunder}__", _operator(name, reflected=True))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
+        setattr(Tensor, f"__r{dunder}__", _operator(functions, name, reflected=True))
     for dunder, name in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal"}.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
     for dunder, name in {"and": "logical_and", "or": "logical_or"}.items():
-        setattr(Tensor, f"__{dunder}__", _operator(name))
+        setattr(Tensor, f"__{dunder}__", _operator(functions, name))
 
     def delegate(name: str):
         def method(self, *args, **kwargs):
-            from weft import nn
-
-            return getattr(nn, name)(self, *args, **kwargs)
+            return functions[name](self, *args, **kwargs)
 
         method.__name__ = name
         return method

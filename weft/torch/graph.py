@@ -35,7 +35,7 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.tools_common import legalize_graph
 
-import weft
+from weft.compile import compile as compile_plan
 from weft.errors import WeftError
 from weft.torch.options import Options
 from weft.torch.partition import (
@@ -191,7 +191,7 @@ def _replace_partition(graph: fx.GraphModule, nodes: list[fx.Node], values, opti
         return
     try:
         plan = trace_nodes(nodes, values, outputs, name=name, params=params)
-        compiled = weft.compile(plan, contract=options.contract, threads=options.threads, fusion=options.fusion)
+        compiled = compile_plan(plan, contract=options.contract, threads=options.threads, fusion=options.fusion)
     except WeftError as problem:
         if options.fallback == "error":
             raise FallbackError(f"weft.torch: partition {name} could not be compiled: {problem}") from problem

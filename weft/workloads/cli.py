@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import argparse
 
-from weft.errors import WorkloadError
 from weft.ir import format_plan
-
-
-def parse_settings(items: list[str] | None) -> dict[str, str]:
-    """``["tokens=1024", "head_dim=32"]`` -> ``{"tokens": "1024", ...}``; values are
-    parsed later against each parameter's default type."""
-    settings: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip() or not value.strip():
-            raise WorkloadError(f"--set expects key=value (e.g. --set tokens=1024), got {item!r}")
-        settings[key.strip().replace("-", "_")] = value.strip()
-    return settings
+from weft.workloads.params import parse_params
 
 
 def _plan(args: argparse.Namespace) -> int:
     from weft.workloads import get_workload
 
     workload = get_workload(args.workload)
-    plan = workload.plan(**parse_settings(args.set))
+    plan = workload.plan(**parse_params(args.set))
     print(format_plan(plan))
     return 0
 

@@ -1,28 +1,41 @@
-"""A hypothesis strategy for small random plans: elementwise chains, folds, views
-(transpose, slice, flatten, halo with padding), broadcasts and contractions, with odd
-extents (not multiples of any lane width) and size-1 axes.
+"""Random plans for property tests, two kinds.
 
-``safe=True`` guards the operations whose float32 rounding is amplified without
-bound (x / y near y = 0, log near 0), so an Inference result may be compared with a
-tolerance; ``safe=False`` (Strict, compared byte for byte) keeps the raw operations,
-and adds integer work: float-to-int casts that saturate (NaN, huge values), integer
-division and fmod with zero divisors.
+``random_plan(seed)``: chains of row folds and elementwise members over (R, C),
+sometimes repeated over a leading batch axis (region and fused-execution tests).
+They exercise what region growth and fused execution must get right: broadcast
+reads of row results, max-then-sum-of-exp chains (the rewrite's shape), folds
+whose results are plan outputs, members read outside a region, and transposed
+reads that refuse a common tile axis.
 
-``large=True`` draws realistic extents (several 16-lane vectors with odd tails, up to
-65) and adds the kinds fusion must keep exact: gathers (rows picked by integer ids, in
-range, or computed from data and read with padding), and masks from axis positions (a
-causal ``i >= j + offset``). Integer inputs are named ``...ids<n>_lt<bound>``;
-``arrays_for`` draws their values in ``[0, bound)``.
+``sub_plans(prefix, safe, large)`` / ``batch_of_plans(count, safe, large)``: a hypothesis
+strategy of small plans: elementwise chains, folds, views (transpose, slice, flatten,
+halo with padding), broadcasts and contractions, with odd extents (not multiples of
+any lane width) and size-1 axes (compiled-code tests). ``safe=True`` guards the
+operations whose float32 rounding is amplified without bound (x / y near y = 0, log
+near 0), so an Inference result may be compared with a tolerance; ``safe=False``
+(Strict, compared byte for byte) keeps the raw operations, and adds integer work:
+float-to-int casts that saturate (NaN, huge values), integer division and fmod with
+zero divisors. ``large=True`` draws realistic extents (several 16-lane vectors with
+odd tails, up to 65) and adds the kinds fusion must keep exact: gathers (rows picked
+by integer ids, in range, or computed from data and read with padding), and masks
+from axis positions (a causal ``i >= j + offset``). Integer inputs are named
+``...ids<n>_lt<bound>``; ``arrays_for`` draws their values in ``[0, bound)``.
+
+``merge_plans`` puts independent plans side by side in one plan, so one C compile
+checks many of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
 import numpy as np
 from hypothesis import strategies as st
 
+from plans import build
+from plans.build import F32
 from weft.ir import (
     Axis,
     AxisIndex,
@@ -46,6 +59,107 @@ from weft.ir import (
     Where,
     verify,
 )
+from weft.ir.substitute import map_loads, rename_buffers
+
+
+def random_plan(seed: int):
+    rng = np.random.default_rng(seed)
+    rows, cols = int(rng.integers(1, 7)), int(rng.integers(1, 9))
+    square = rng.random() < 0.2
+    if square:
+        cols = rows
+    builder = build.Builder(f"random_{seed}")
+    full = [builder.input("x0", rows, cols), builder.input("x1", rows, cols)]
+    row = [builder.input("w", rows)]
+    maxima: list[tuple[str, str]] = []  # (row max, the full buffer it folds)
+    count = int(rng.integers(2, 8))
+
+    def pick(pool):
+        return pool[int(rng.integers(len(pool)))]
+
+    def full_value(a: str, b: str):
+        options = [
+            lambda: build.add(build.load(pick(full), a, b), build.load(pick(row), a)),
+            lambda: build.mul(build.load(pick(full), a, b), build.load(pick(full), a, b)),
+            lambda: build.sub(build.load(pick(full), a, b), build.load(pick(row), a)),
+            lambda: build.Unary(build.UnaryOp.TANH, build.load(pick(full), a, b)),
+            lambda: build.exp(build.Unary(build.UnaryOp.TANH, build.load(pick(full), a, b))),
+            lambda: build.Binary(build.BinaryOp.MAX, build.load(pick(full), a, b), build.const(0.25)),
+        ]
+        if square:
+            options.append(lambda: build.add(build.load(pick(full), b, a), build.load(pick(full), a, b)))
+        return pick(options)()
+
+    for number in range(count):
+        name = f"t{number}"
+        kind = rng.random()
+        if kind < 0.4:
+            builder.member(name, [(f"r{number}", rows), (f"c{number}", cols)], full_value(f"r{number}", f"c{number}"))
+            full.append(name)
+        elif kind < 0.6:
+            source = pick(full)
+            builder.member(name, [(f"r{number}", rows)], build.load(source, f"r{number}", f"c{number}"),
+                           fold=[(f"c{number}", cols)], combiner=Combiner.MAX)
+            row.append(name)
+            maxima.append((name, source))
+        elif kind < 0.8:
+            if maxima and rng.random() < 0.7:
+                reference, source = pick(maxima)
+                term = build.exp(build.sub(build.load(source, f"r{number}", f"c{number}"), build.load(reference, f"r{number}")))
+                if rng.random() < 0.5:
+                    term = build.mul(term, build.load(pick(full), f"r{number}", f"c{number}"))
+            else:
+                term = full_value(f"r{number}", f"c{number}")
+            builder.member(name, [(f"r{number}", rows)], term, fold=[(f"c{number}", cols)])
+            row.append(name)
+        else:
+            a, b = pick(row), pick(row)
+            body = build.add(build.mul(build.load(a, f"r{number}"), build.const(0.5)), build.Unary(build.UnaryOp.TANH, build.load(b, f"r{number}")))
+            builder.member(name, [(f"r{number}", rows)], body)
+            row.append(name)
+    members = [kernel.output for kernel in builder.kernels]
+    outputs = [members[-1]] + [m for m in members[:-1] if rng.random() < 0.25]
+    plan = verify(builder.plan(*outputs))
+    if rng.random() < 0.4:  # a leading batch axis: tiled by one ahead of the region's tile axis
+        plan = with_batch(plan, int(rng.integers(1, 4)))
+    arrays = [rng.standard_normal(plan.buffer(n).shape).astype(np.float32) for n in plan.inputs]
+    return plan, arrays
+
+
+def with_batch(plan, batch: int):
+    """``plan`` repeated over a leading batch axis: every buffer, member and load gains it."""
+
+    def batched(kernel: Kernel) -> Kernel:
+        axis = f"bt_{kernel.output}"
+        body = map_loads(kernel.body, lambda load: Load(load.buffer, (AxisIndex(axis),) + load.index, load.padding))
+        return Kernel(kernel.output, (Axis(axis, batch),) + kernel.axes, body, kernel.fold)
+
+    buffers = tuple(dataclasses.replace(b, shape=(batch,) + b.shape) for b in plan.buffers)
+    return verify(Plan(buffers, tuple(batched(k) for k in plan.kernels), plan.inputs, plan.outputs, plan.name))
+
+
+def merge_plans(plans, rename: bool = True) -> Plan:
+    """Independent plans side by side in one plan, so one C compile checks many plans.
+
+    ``rename`` prefixes plan ``n``'s buffer names with ``p{n}_``; without it the names
+    must already be disjoint (``sub_plans`` prefixes its own)."""
+    buffers, kernels, inputs, outputs = [], [], [], []
+    for number, plan in enumerate(plans):
+        names = {b.name: f"p{number}_{b.name}" if rename else b.name for b in plan.buffers}
+        buffers += [dataclasses.replace(b, name=names[b.name]) for b in plan.buffers]
+        kernels += [Kernel(names[k.output], k.axes, rename_buffers(k.body, names), k.fold) if rename else k
+                    for k in plan.kernels]
+        inputs += [names[n] for n in plan.inputs]
+        outputs += [names[n] for n in plan.outputs]
+    return verify(Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), "merged"))
+
+
+def merge_with_inputs(parts) -> tuple[Plan, list]:
+    """``merge_plans`` over (plan, inputs) pairs: the merged plan and the inputs in its order."""
+    return merge_plans([plan for plan, _ in parts]), [array for _, arrays in parts for array in arrays]
+
+
+# ---------------------------------------------------------------------- hypothesis strategy
 
 EXTENTS = st.sampled_from([1, 2, 3, 5, 7, 16, 17, 19, 33])
 LARGE_EXTENTS = st.sampled_from([1, 3, 17, 33, 37, 48, 65])  # several vectors, odd tails
@@ -56,7 +170,6 @@ KINDS = ["unary", "binary", "scalar", "broadcast", "transpose", "slice", "flatte
          "where"]
 LARGE_KINDS = ["gather", "gather_padded", "mask"]
 INTEGER_KINDS = ["int_cast", "int_div"]
-F32 = DType.FLOAT32
 
 
 def _axes(shape, prefix="a"):
@@ -230,14 +343,6 @@ def sub_plans(draw, prefix: str, safe: bool = False, large: bool = False) -> Pla
     buffers = [Buffer(b.name, b.shape, b.dtype, Role.OUTPUT) if b.name in outputs else b for b in buffers]
     plan = Plan(tuple(buffers), tuple(kernels), tuple(inputs), tuple(outputs), name=prefix.rstrip("_") or "random")
     return verify(plan)
-
-
-def merge(plans: list[Plan]) -> Plan:
-    """Disjoint plans as one (one compile for many plans: gcc's start-up dominates small plans)."""
-    return verify(Plan(
-        tuple(b for p in plans for b in p.buffers), tuple(k for p in plans for k in p.kernels),
-        tuple(n for p in plans for n in p.inputs), tuple(n for p in plans for n in p.outputs), name="merged",
-    ))
 
 
 def batch_of_plans(count: int, safe: bool = False, large: bool = False):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.bench.roofline import Work, floor, group_work, member_work, unfused_work
+from weft.cost.work import Work, floor, group_work, member_work, unfused_work
 from weft.ir import OUTSIDE, Kernel, Plan, Role
 
 FUSION_GAIN = 0.10

@@ -1,22 +1,17 @@
 """The fusion-opportunity signature on plans built by hand."""
 
-import sys
-from pathlib import Path
 
 import pytest
+from plans import attention, ffn, layer_norm_gain, matmul
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from handmade import attention_plan, ffn_plan, layernorm_plan, matmul_plan  # noqa: E402
-
-from weft.bench.roofline import floor  # noqa: E402
-from weft.diagnose.chains import FUSION_GAIN, find_chains, rank_chains  # noqa: E402
+from weft.cost.chains import FUSION_GAIN, find_chains, rank_chains
+from weft.cost.work import floor
 
 BANDWIDTH, PEAK = 27e9, 99e9  # this machine, roughly: ridge 3.7 FLOP/B
 
 
 def test_attention_is_one_chain_with_the_score_matrix():
-    plan = attention_plan(256, 16)
+    plan = attention(256, 16, 16)
     chains = find_chains(plan)
     assert len(chains) == 1
     chain = chains[0]
@@ -37,14 +32,14 @@ def test_attention_is_one_chain_with_the_score_matrix():
 
 
 def test_naive_layernorm_chain_absorbs_its_row_statistics():
-    (chain,) = find_chains(layernorm_plan(16, 32))
+    (chain,) = find_chains(layer_norm_gain(16, 32))
     assert chain.members == ("mean", "xc", "var", "rstd", "y")
     assert chain.large_intermediate and not chain.strictly_larger
     assert chain.holds(BANDWIDTH, PEAK)  # all memory-bound: fused it reads x once and writes y once
 
 
 def test_feed_forward_is_a_chain_but_compute_bound():
-    plan = ffn_plan(512, 256, 1024)
+    plan = ffn(512, 256, 1024)
     (chain,) = find_chains(plan)
     assert chain.members == ("h", "g", "y")
     assert chain.large_intermediate  # h is T x 4C, larger than x, the weights' ... and y
@@ -54,4 +49,4 @@ def test_feed_forward_is_a_chain_but_compute_bound():
 
 
 def test_a_single_matmul_is_no_chain():
-    assert find_chains(matmul_plan(16)) == []
+    assert find_chains(matmul(16)) == []

@@ -23,10 +23,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from weft.ir import Binary, Cast, Kernel, Load, Plan, Role, Unary, UnaryOp, Where, index_axes, walk_expr
+from weft.ir import (
+    TRANSCENDENTAL,
+    Binary,
+    Cast,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    Unary,
+    Where,
+    index_axes,
+    walk_expr,
+)
 
 TRANSCENDENTAL_FLOPS = 10
-_TRANSCENDENTAL = frozenset({UnaryOp.EXP, UnaryOp.LOG, UnaryOp.TANH, UnaryOp.ERF, UnaryOp.SIGMOID})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +62,7 @@ def body_ops(kernel: Kernel) -> int:
     ops = 0
     for node in walk_expr(kernel.body):
         if isinstance(node, Unary):
-            ops += TRANSCENDENTAL_FLOPS if node.op in _TRANSCENDENTAL else 1
+            ops += TRANSCENDENTAL_FLOPS if node.op in TRANSCENDENTAL else 1
         elif isinstance(node, Binary | Where):
             ops += 1
         elif isinstance(node, Cast):

@@ -12,21 +12,26 @@ the axis the lowering tiles: ``weft.lower.fused.choose_tiling`` takes the outerm
 common axis that gives enough tiles (multi-head attention: the heads ``h``, in tiles
 of one). Without a lowering the text says "preferred tile axis"; given one
 (``compiled.explain()``, ``weft explain --lowering``) it says what was tiled, read back
-from the lowered function: "tiled along h (tiles of 1), preferred i".
+from the tiling the lowered function's tile loop records: "tiled along h (tiles of 1), preferred i".
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-import re
 from dataclasses import dataclass
 
+from weft.codegen.cpu import cpu_features, lanes_for
 from weft.compose.partition import Partition, choose_regions
 from weft.compose.regions import Region, plan_anchors
-from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold
+from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold, pass_schedule
 from weft.compose.signature import region_signature
+from weft.config import Config, config_from_env
+from weft.fuse import choose_partition, fuse
 from weft.ir import Plan
+from weft.lower.fused import blas_lost
+from weft.lower.online import one_pass_declined
+from weft.lower.schedule import Target, default_views
+from weft.runtime.binding import scipy_sgemm_pointer
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +81,6 @@ class Explanation:
 
 
 def explain_partition(plan: Plan, partition: Partition, lowered=None) -> Explanation:
-    from weft.lower.fused import blas_lost
-    from weft.lower.schedule import default_views
-
     growths = {growth.anchor: growth for growth in partition.growths}
     views = default_views(plan)
     reports = []
@@ -100,68 +102,46 @@ def explain_plan(
 
     With ``lowered`` (the compile's ``LoweredPlan``) the text states the axes each
     region's function actually tiles, not only the region's preferred tile axis.
-    ``policy="priced"`` needs ``pricing`` (``weft.compile.region_pricing``)."""
-    from weft.compose import online_lowering_for
-    from weft.lower.fused import region_fits
-
+    ``policy="priced"`` needs ``pricing`` (``weft.fuse.region_pricing``)."""
     if target is None:
-        from weft.codegen.cpu import cpu_features, lanes_for
-        from weft.lower.schedule import Target
-
         target = Target(lanes=lanes_for(cpu_features()), contract=contract)
     if policy == "priced":
         explanation = explain_partition(plan, choose_regions(plan, policy, contract, pricing=pricing), lowered)
         return dataclasses.replace(explanation, show_prices=show_prices)
-    fits = region_fits(plan, target, online_lowering_for(contract))
-    return explain_partition(plan, choose_regions(plan, policy, contract, fits=fits), lowered)
+    partition = choose_partition(plan, Config(contract=contract, fusion=policy), target)
+    return explain_partition(plan, partition, lowered)
 
 
-def _tile_ranges(function):
-    """(member, member axis, start, stop) of every range of ``function``'s nests (C expressions)."""
-    for nest in function.nests:
-        if hasattr(nest, "ranges") and hasattr(nest, "kernel"):  # MemberNest
-            for axis_range in nest.ranges:
-                yield nest.kernel.name, axis_range.axis, axis_range.start, axis_range.stop
-        if hasattr(nest, "rows") and hasattr(nest, "reference"):  # the one-pass form (weft.lower.online)
-            for axis, _variable, start, stop in nest.rows:
-                yield nest.reference.name, axis, start, stop
+def explain_lowering(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, threads: int = 1,
+                     show_prices: bool = False) -> str:
+    """The explanation of ``plan`` and what each region lowers to, as ``weft.compile`` would
+    lower it for ``target`` (by default this CPU's lanes, BLAS where a compile would use it)
+    at ``threads``; under ``policy="priced"`` the decisions the pricer made, with prices."""
+    if target is None:
+        blas = contract == "inference" and scipy_sgemm_pointer() is not None
+        target = Target(lanes=lanes_for(cpu_features()), contract=contract, use_blas=blas)
+    lowered, partition = fuse(plan, config_from_env(contract=contract, fusion=policy, threads=threads), target)
+    if partition is not None:  # fusion="priced"
+        explanation = dataclasses.replace(explain_partition(plan, partition, lowered), show_prices=show_prices)
+    else:
+        explanation = explain_plan(plan, policy, contract, target, lowered)
+    return explanation.text() + "\n" + format_lowering(lowered)
 
 
 def lowered_tiling(plan: Plan, region: Region, function) -> tuple[tuple[str, int], ...] | None:
     """(anchor axis, tile size), outermost first, for each axis ``function``'s tile loop cuts
-    into more than one tile, read back from the ranges of its nests (a range whose start
-    uses the tile variable; its stop is ``start + size``, clipped at the extent).
+    into more than one tile, read from the tiling the loop records (``TileLoop.tiles``).
 
-    None when it cannot be read back consistently (the tile counts do not multiply to the
-    tile loop's): then explain claims nothing about the lowering. Empty: one tile.
+    None when the function has no tile loop or the loop records no tiling (then explain
+    claims nothing about the lowering). Empty: one tile holds the whole region.
     """
-    from weft.lower.fused import TILE_VARIABLE
-
     loop = function.tile_loop
-    if loop is None:
+    if loop is None or not loop.tiles:
         return None
-    carries = {}
-    for anchor_axis, mapping in region.tile_maps or ((region.tile_axis, region.tile_axes),):
-        for member, axis in mapping:
-            carries[member, axis] = anchor_axis
-    uses_tile = re.compile(rf"\b{TILE_VARIABLE}\b")
-    sizes: dict[str, int] = {}
-    for member, axis, start, stop in _tile_ranges(function):
-        if not uses_tile.search(start) or (member, axis) not in carries:
-            continue
-        match = re.fullmatch(rf"\({re.escape(start)} \+ (\d+)\)", stop) or re.fullmatch(
-            rf"wfc_minl\({re.escape(start)} \+ (\d+), \d+\)", stop
-        )
-        anchor_axis = carries[member, axis]
-        if match is None or sizes.setdefault(anchor_axis, int(match.group(1))) != int(match.group(1)):
-            return None
     extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
-    if any(axis not in extents for axis in sizes):
+    if any(axis not in extents for axis, _, _ in loop.tiles):
         return None
-    tiling = tuple((axis, sizes[axis]) for axis in extents if axis in sizes)
-    if math.prod(-(-extents[axis] // size) for axis, size in tiling) != loop.extent // max(loop.size, 1):
-        return None
-    return tiling
+    return tuple((axis, size) for axis, extent, size in loop.tiles if -(-extent // size) > 1)
 
 
 def describe_tiling(tiling: tuple[tuple[str, int], ...], preferred: str | None) -> str:
@@ -227,9 +207,8 @@ def format_explanation(explanation: Explanation) -> str:
         match report.rewrite:
             case OnlineFold() as online:
                 lines.append(f"  rewrite: fired: {online.describe()}")
-                from weft.lower.online import one_pass_declined
-
-                declined = one_pass_declined(explanation.plan, region, online) if explanation.plan else None
+                declined = (one_pass_declined(explanation.plan, region, online, pass_schedule(explanation.plan, region, online))
+                            if explanation.plan else None)
                 if declined:
                     lines.append(f"  lowering: one pass not used: {declined}")
             case RewriteRefusal(reason=reason, applicable=True):

@@ -1,4 +1,4 @@
-"""Pure rewrites of body and index expressions that the composition engine needs.
+"""Pure rewrites of body and index expressions (composition and lowering use them).
 
 Three operations, all building new frozen nodes:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from weft.ir import (
+from weft.ir.nodes import (
     AxisIndex,
     Binary,
     Cast,
@@ -33,8 +33,9 @@ from weft.ir import (
     Load,
     Unary,
     Where,
+    index_add,
+    index_mul,
 )
-from weft.ir.nodes import index_add, index_mul
 
 
 def substitute_index(index: IndexExpr, mapping: Mapping[str, IndexExpr]) -> IndexExpr:

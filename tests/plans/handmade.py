@@ -6,12 +6,11 @@ the engine what attention or softmax is.
 
 from __future__ import annotations
 
+from plans.build import Builder, add, ax, buffer, const, div, exp, load, mul, sub
 from weft.ir import (
     Axis,
-    AxisIndex,
     Binary,
     BinaryOp,
-    Buffer,
     Combiner,
     Const,
     DType,
@@ -24,71 +23,6 @@ from weft.ir import (
     Unary,
     UnaryOp,
 )
-
-F32 = DType.FLOAT32
-
-
-def ax(name: str) -> AxisIndex:
-    return AxisIndex(name)
-
-
-def load(buffer: str, *axes: str) -> Load:
-    return Load(buffer, tuple(AxisIndex(a) for a in axes))
-
-
-def add(a, b):
-    return Binary(BinaryOp.ADD, a, b)
-
-
-def sub(a, b):
-    return Binary(BinaryOp.SUB, a, b)
-
-
-def mul(a, b):
-    return Binary(BinaryOp.MUL, a, b)
-
-
-def div(a, b):
-    return Binary(BinaryOp.DIV, a, b)
-
-
-def exp(a):
-    return Unary(UnaryOp.EXP, a)
-
-
-def const(value: float) -> Const:
-    return Const(float(value))
-
-
-class Builder:
-    """Collects buffers and members; ``plan()`` marks inputs/outputs."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.buffers: dict[str, Buffer] = {}
-        self.kernels: list[Kernel] = []
-        self.inputs: list[str] = []
-
-    def input(self, name: str, *shape: int, dtype: DType = F32) -> str:
-        self.buffers[name] = Buffer(name, shape, dtype, Role.INPUT)
-        self.inputs.append(name)
-        return name
-
-    def member(self, name, axes, body, fold=None, combiner=Combiner.SUM, dtype=F32) -> str:
-        axes_t = tuple(Axis(n, e) for n, e in axes)
-        fold_t = Fold(tuple(Axis(n, e) for n, e in fold), combiner) if fold else None
-        shape = tuple(e for _, e in axes)
-        self.buffers[name] = Buffer(name, shape, dtype, Role.INTERMEDIATE)
-        self.kernels.append(Kernel(name, axes_t, body, fold_t))
-        return name
-
-    def plan(self, *outputs: str) -> Plan:
-        buffers = []
-        for buffer in self.buffers.values():
-            if buffer.name in outputs:
-                buffer = Buffer(buffer.name, buffer.shape, buffer.dtype, Role.OUTPUT)
-            buffers.append(buffer)
-        return Plan(tuple(buffers), tuple(self.kernels), tuple(self.inputs), tuple(outputs), self.name)
 
 
 def attention(t: int = 16, d: int = 8, e: int = 8, tk: int | None = None, name: str = "attention") -> Plan:
@@ -182,3 +116,69 @@ def cofolds(rows: int = 4, cols: int = 16, name: str = "cofolds") -> Plan:
     term = mul(exp(sub(load("x", "r2", "c2"), load("m", "r2"))), load("q", "r2"))
     b.member("t", [("r2", rows)], term, fold=[("c2", cols)])
     return b.plan("t")
+
+
+def layer_norm_gain(rows: int, width: int) -> Plan:
+    """mean, centred, var, rstd, y = centred * rstd * g (naive, three reads of x; no bias)."""
+    b = Builder("layernorm")
+    b.input("x", rows, width)
+    b.input("g", width)
+    b.member("mean", [("i", rows)], mul(load("x", "i", "j"), const(1.0 / width)), fold=[("j", width)])
+    b.member("xc", [("i", rows), ("j", width)], sub(load("x", "i", "j"), load("mean", "i")))
+    b.member("var", [("i", rows)], mul(mul(load("xc", "i", "j"), load("xc", "i", "j")), const(1.0 / width)),
+             fold=[("j", width)])
+    b.member("rstd", [("i", rows)], Unary(UnaryOp.RSQRT, add(load("var", "i"), const(1e-5))))
+    b.member("y", [("i", rows), ("j", width)], mul(mul(load("xc", "i", "j"), load("rstd", "i")), load("g", "j")))
+    return b.plan("y")
+
+
+def matmul(size: int) -> Plan:
+    b = Builder("matmul")
+    b.input("a", size, size)
+    b.input("b", size, size)
+    b.member("c", [("i", size), ("j", size)], mul(load("a", "i", "k"), load("b", "k", "j")), fold=[("k", size)])
+    return b.plan("c")
+
+
+def ffn(tokens: int, width: int, hidden: int) -> Plan:
+    """h = x @ w1; g = tanh(h); y = g @ w2: two big matrix products around an activation."""
+    b = Builder("ffn")
+    b.input("x", tokens, width)
+    b.input("w1", width, hidden, param=True)
+    b.input("w2", hidden, width, param=True)
+    b.member("h", [("i", tokens), ("j", hidden)], mul(load("x", "i", "k"), load("w1", "k", "j")), fold=[("k", width)])
+    b.member("g", [("i", tokens), ("j", hidden)], Unary(UnaryOp.TANH, load("h", "i", "j")))
+    b.member("y", [("i", tokens), ("j", width)], mul(load("g", "i", "k"), load("w2", "k", "j")), fold=[("k", hidden)])
+    return b.plan("y")
+
+
+def matmul_softmax(m: int = 37, k: int = 19, n: int = 45) -> Plan:
+    """c = a @ b; mx = max_j c; e = exp(c - mx); s = sum_j e; p = e / s."""
+    i, j, kk = Axis("i", m), Axis("j", n), Axis("k", k)
+    kernels = (
+        Kernel("c", (i, j), Binary(BinaryOp.MUL, Load("a", (ax("i"), ax("k"))), Load("b", (ax("k"), ax("j")))),
+               Fold((kk,), Combiner.SUM)),
+        Kernel("mx", (i,), Load("c", (ax("i"), ax("j"))), Fold((j,), Combiner.MAX)),
+        Kernel("e", (i, j), Unary(UnaryOp.EXP, Binary(BinaryOp.SUB, Load("c", (ax("i"), ax("j"))),
+                                                          Load("mx", (ax("i"),))))),
+        Kernel("s", (i,), Load("e", (ax("i"), ax("j"))), Fold((j,), Combiner.SUM)),
+        Kernel("p", (i, j), Binary(BinaryOp.DIV, Load("e", (ax("i"), ax("j"))), Load("s", (ax("i"),)))),
+    )
+    buffers = (
+        buffer("a", (m, k), Role.INPUT), buffer("b", (k, n), Role.INPUT), buffer("c", (m, n)),
+        buffer("mx", (m,)), buffer("e", (m, n)), buffer("s", (m,)), buffer("p", (m, n), Role.OUTPUT),
+    )
+    return Plan(buffers, kernels, ("a", "b"), ("p",), name="matmul_softmax")
+
+
+def scaled_sum(shape=(5, 33)) -> Plan:
+    """y = x * 2 + 1 (elementwise) and t = sum over every axis of y (rank-0 output)."""
+    axes = tuple(Axis(f"d{n}", e) for n, e in enumerate(shape))
+    index = tuple(ax(a.name) for a in axes)
+    body = Binary(BinaryOp.ADD, Binary(BinaryOp.MUL, Load("x", index), Const(2.0)), Const(1.0))
+    kernels = (
+        Kernel("y", axes, body),
+        Kernel("t", (), Load("y", index), Fold(axes, Combiner.SUM)),
+    )
+    buffers = (buffer("x", shape, Role.INPUT), buffer("y", shape, Role.OUTPUT), buffer("t", (), Role.OUTPUT))
+    return Plan(buffers, kernels, ("x",), ("y", "t"), name="scaled_sum")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from weft.bench.roofline import (
+from weft.cost.work import (
     TRANSCENDENTAL_FLOPS,
     Work,
     floor,

@@ -1,7 +1,7 @@
 """``weft explain WORKLOAD``: print the regions the engine forms for a workload, and why.
 
     weft explain attention --contract inference --set tokens=256
-    weft explain softmax --lowering          # compile too: tiles, scratch, one-pass form
+    weft explain softmax --lowering          # lower too: tiles, scratch, one-pass form
 
 Without ``--lowering`` each region shows its *preferred* tile axis; with it, the axes
 the lowering actually tiled and their tile sizes (they can differ: multi-head
@@ -11,55 +11,29 @@ attention is tiled along the heads).
 from __future__ import annotations
 
 import argparse
-import importlib
 
-from weft.compose.explain import explain_plan
+from weft import fuse as fuse_stage
+from weft.codegen.cpu import cpu_features, lanes_for
 from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS, DEFAULT_FUSION
-from weft.errors import WorkloadError
-
-
-def parse_setting(text: str) -> tuple[str, object]:
-    """``k=v`` -> (k, int | float | bool | str): workload parameters from the command line."""
-    if "=" not in text:
-        raise WorkloadError(f"--set {text!r}: expected KEY=VALUE, e.g. --set tokens=256")
-    key, value = text.split("=", 1)
-    for convert in (int, float):
-        try:
-            return key.strip(), convert(value)
-        except ValueError:
-            pass
-    if value.lower() in ("true", "false"):
-        return key.strip(), value.lower() == "true"
-    return key.strip(), value
-
-
-def load_workload_plan(name: str, params: dict):
-    try:
-        workloads = importlib.import_module("weft.workloads")
-    except ModuleNotFoundError as error:
-        raise WorkloadError(f"weft explain {name}: the workload library (weft.workloads) is not available") from error
-    return workloads.get_workload(name).plan(**params)
+from weft.config import CONTRACTS, DEFAULT_FUSION, config_from_env
+from weft.explain.report import explain_lowering, explain_plan
+from weft.lower.schedule import Target
+from weft.workloads import get_workload
+from weft.workloads.params import parse_params
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    params = dict(parse_setting(text) for text in args.set or ())
-    plan = load_workload_plan(args.workload, params)
+    params = parse_params(args.set)
+    plan = get_workload(args.workload).plan(**params)
     fusion = "priced" if args.prices else args.fusion
-    if args.lowering:  # compile too, and show what each region became
-        import weft
-
-        weft.compile(plan, args.contract, threads=args.threads, fusion=fusion).explain()
+    if args.lowering:  # lower too, and show what each region became
+        print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads,
+                               show_prices=args.prices))
         return 0
     pricing = None
-    if fusion == "priced":  # the pricer is built where the lowering is known (weft.compile)
-        from weft.codegen.cpu import cpu_features, lanes_for
-        from weft.compile import region_pricing
-        from weft.config import config_from_env
-        from weft.lower.schedule import Target
-
+    if fusion == "priced":  # the pricer is built where the lowering is known (weft.fuse)
         config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
-        pricing = region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
+        pricing = fuse_stage.region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
     print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
     if fusion == "off":
         print(f"(fusion {fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
@@ -80,5 +54,5 @@ def register(subparsers) -> None:
     parser.add_argument("--prices", action="store_true",
                         help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")
     parser.add_argument("--threads", type=int, default=1, help="threads the prices (and --lowering) assume (default 1)")
-    parser.add_argument("--lowering", action="store_true", help="also compile, and show the axes each region is actually tiled along, its tile loop and scratch")
+    parser.add_argument("--lowering", action="store_true", help="also lower, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)

@@ -1,0 +1,50 @@
+"""One lowered function (``weft.lower.nest.LoweredFunction``) as one C function: its
+tile loop, tile-local scratch, and each nest by its writer (member nests, library
+calls, the packed contraction, the one pass)."""
+
+from __future__ import annotations
+
+from weft.codegen.body import STORAGE_TYPE, Counter
+from weft.codegen.contraction import render_contraction
+from weft.codegen.online import OnlinePassWriter
+from weft.codegen.render import NestWriter, render_gemm
+from weft.lower.contraction import ContractionNest
+from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
+from weft.lower.online import OnlinePass
+
+
+def render_function(function: LoweredFunction) -> str:
+    """One ``static int`` C function; returns nonzero if a gather index was out of range."""
+    written = set(function.members)
+    params = []
+    for view in function.params:
+        const = "" if view.buffer in written else "const "
+        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
+    counter = Counter()
+    indent = 1
+    if function.tile_loop is not None:
+        loop = function.tile_loop
+        if loop.parallel:
+            lines.append("    #pragma omp parallel for schedule(static)")
+        lines.append(f"    for (long {loop.variable} = 0; {loop.variable} < {loop.extent}; "
+                     f"{loop.variable} += {loop.size}) {{")
+        indent = 2
+    for scratch in function.scratch:
+        lines.append(f"{'    ' * indent}{STORAGE_TYPE[scratch.dtype]} {scratch.pointer}[{scratch.elements}]"
+                     " __attribute__((aligned(64)));")
+    for nest in function.nests:
+        if isinstance(nest, GemmCall):
+            render_gemm(nest, lines, indent)
+        elif isinstance(nest, MemberNest):
+            NestWriter(nest, lines, counter).write(indent)
+        elif isinstance(nest, OnlinePass):
+            OnlinePassWriter(nest).write(lines, indent, counter)
+        elif isinstance(nest, ContractionNest):
+            render_contraction(nest, lines, indent, counter)
+        else:
+            raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
+    if function.tile_loop is not None:
+        lines.append("    }")
+    lines += ["    return wf_bad_gather;", "}", ""]
+    return "\n".join(lines)
