@@ -515,10 +515,6 @@ def compile(  # noqa: A001 - the public name is weft.compile
     bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
-    if not isinstance(plan, Plan):
-        verify(plan)  # its error says what a plan is
-    if blas is None:
-        blas = False
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
     if lanes is None:
         lanes = lanes_for(cpu_features())
