@@ -9,21 +9,22 @@ One contraction member folding (c, ky, kx) over the channels of the output's gro
 The halo reads through a zero-padded Load. ``"same"`` pads d*(k-1) in total per dim, the
 extra one at the bottom/right, as PyTorch does (stride 1 only, as PyTorch). A bias adds a member.
 
-With many output channels per group (``IM2ROW_MIN_GROUP_CHANNELS``) the convolution is
-instead a *patches* member (im2row: one row of ``C/groups * KH * KW`` pixels per output
-pixel, the halo zero-padded) and one contraction over all output pixels of each group::
+Unless each group reads one input channel (depthwise), the convolution is instead a
+*patches* member (im2row: one row of ``C/groups * KH * KW`` taps per output pixel, the halo
+zero-padded) and one contraction over all output pixels of each image and group::
 
-    patches[n, g, y, x, c, ky, kx] = in[n, g*Cg + c, y*sy + ky*dy - top, x*sx + kx*dx - left]
-    out[n, g, p, o'] = sum_{(c, ky, kx)} patches[n, g, p, (c, ky, kx)] * w[g*Og + o', c, ky, kx]
+    patches[n, g, p, t] = in[n, g*Cg + c, y*sy + ky*dy - top, x*sx + kx*dx - left]
+        (p = y*OW + x, t = (c*KH + ky)*KW + kx)
+    out[n, g, p, o'] = sum_t patches[n, g, p, t] * w[g*Og + o', c, ky, kx]
 
-so the contraction microkernel runs one GEMM of (OH*OW) x Og x (Cg*KH*KW) per image and
-group, its register tile filled along the output channels, instead of one per output row
-(the direct member's rows are only OW pixels wide). The fold order, (c, ky, kx)
-ascending, is the direct member's. Measured side by side on a shared 2-core machine at 1
-thread (``benchmarks/conv2d.py``): 64 -> 64 channels 3x3 on 56x56 1.4x and 128 -> 128 on
-28x28 2.8x faster than the direct member; with 16 or 32 output channels per group, and
-depthwise, the direct member is as fast or faster (the tile is 64 channels wide), so
-those keep it.
+so the contraction microkernel runs one GEMM of (OH*OW) x Og x (Cg*KH*KW), reading the
+patches in place, instead of one small GEMM per output row (the direct member's rows are
+only OW pixels wide). The fold order, (c, ky, kx) ascending, is the direct member's.
+Measured on a shared 2-core machine at 1 thread (sum of each function's best time, one
+process): 64 -> 64 channels 3x3 on 56x56 3.8 ms against 18.4 ms direct, 128 -> 128 on
+28x28 4.8 against 24.7, the example CNN's first conv 0.09 against 0.24, groups=4 2.4
+against 3.4; depthwise 3x3 (9 taps per pixel) 3.6 against 0.16, so depthwise keeps the
+direct member. ``benchmarks/conv2d.py`` compares both with PyTorch.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from weft.nn.linalg import _need_float, matmul
 from weft.nn.tensor import Tensor, current_tracer
 from weft.nn.views import permute, read_padded, reshape
 
-IM2ROW_MIN_GROUP_CHANNELS = 64  # output channels per group from which im2row beats the direct member
+IM2ROW_MIN_GROUP_CHANNELS = 2  # input channels per group from which im2row beats the direct member
 
 
 def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:
@@ -112,7 +113,7 @@ def conv2d(
         raise ShapeError(f"conv2d: bias has shape {bias.shape}, expected ({out_channels},)")
     current_tracer(x, weight, bias)
     window = _Window((sy, sx), (dy, dx), (top, left), padded=bool(top or left or bottom or right))
-    if out_channels // groups >= IM2ROW_MIN_GROUP_CHANNELS:
+    if group_channels >= IM2ROW_MIN_GROUP_CHANNELS:
         out = _conv2d_im2row(x, weight, groups, window, (out_h, out_w))
     else:
         out = _conv2d_direct(x, weight, groups, window, (out_h, out_w))
@@ -131,9 +132,12 @@ class _Window:
     origin: tuple[int, int]
     padded: bool
 
-    def read(self, x: Tensor, batch, channel, ky, kx):
+    def read(self, x: Tensor, batch, channel, ky, kx, y=None, x_index=None):
+        """The input pixel tap (ky, kx) of output pixel (y, x) reads (default: the axes y, x)."""
         (sy, sx), (dy, dx), (top, left) = self.stride, self.dilation, self.origin
-        index = (batch, channel, AxisIndex("y") * sy + ky * dy - top, AxisIndex("x") * sx + kx * dx - left)
+        y = AxisIndex("y") if y is None else y
+        x_index = AxisIndex("x") if x_index is None else x_index
+        index = (batch, channel, y * sy + ky * dy - top, x_index * sx + kx * dx - left)
         return read_padded(x, index) if self.padded else x.read(index)
 
 
@@ -152,18 +156,21 @@ def _conv2d_direct(x: Tensor, weight: Tensor, groups: int, window: _Window, out_
 
 
 def _conv2d_im2row(x: Tensor, weight: Tensor, groups: int, window: _Window, out_size: tuple[int, int]) -> Tensor:
-    """A patches member (n, g, y, x, c, ky, kx) and one batched contraction per image and group."""
+    """A patches member (n, g, pixel, tap) and one batched contraction per image and group.
+
+    The patches are emitted in the contraction's own shape (pixel = y*OW + x, tap =
+    (c*KH + ky)*KW + kx), not reshaped from a 7-axis member, so the contraction reads them
+    as a plain row-major matrix (in place, no packing copy)."""
     n = x.shape[0]
     out_channels, group_channels, kh, kw = weight.shape
     out_h, out_w = out_size
-    group, ci, ky, kx = AxisIndex("g"), AxisIndex("c"), AxisIndex("ky"), AxisIndex("kx")
-    channel = ci if groups == 1 else group * group_channels + ci
-    axes = (Axis("n", n), Axis("g", groups), Axis("y", out_h), Axis("x", out_w), Axis("c", group_channels),
-            Axis("ky", kh), Axis("kx", kw))
-    patches = x.tracer.emit("conv2d_patches", axes, window.read(x, AxisIndex("n"), channel, ky, kx),
-                            DType.FLOAT32, None)
     depth = group_channels * kh * kw
-    rows = reshape(patches, (n, groups, out_h * out_w, depth))
+    pixel, tap = AxisIndex("p"), AxisIndex("t")
+    ci, ky, kx = tap // (kh * kw), tap // kw % kh, tap % kw
+    channel = ci if groups == 1 else AxisIndex("g") * group_channels + ci
+    axes = (Axis("n", n), Axis("g", groups), Axis("p", out_h * out_w), Axis("t", depth))
+    body = window.read(x, AxisIndex("n"), channel, ky, kx, pixel // out_w, pixel % out_w)
+    rows = x.tracer.emit("conv2d_patches", axes, body, DType.FLOAT32, None)
     taps = permute(reshape(weight, (groups, out_channels // groups, depth)), (0, 2, 1))
     out = matmul(rows, taps, "conv2d")  # (n, groups, pixels, channels of the group)
     return reshape(permute(out, (0, 1, 3, 2)), (n, out_channels, out_h, out_w))
