@@ -22,7 +22,8 @@ from weft.compose.signature import region_signature
 from weft.cost.distance import plan_homes, region_homes
 from weft.cost.facts import FunctionFacts, function_facts, tile_sizes_of
 from weft.cost.search import Budget, BudgetExhausted, FusedForm, Pricer, RegionLowering, RegionPrice
-from weft.ir import Plan
+from weft.ir import Plan, expr_loads
+from weft.ir.canonical import canonical_tiled_group
 
 
 @dataclass
@@ -60,6 +61,10 @@ class PlanPricing:
         self.budget = Budget(budget_s)
         self.report = PricingReport(budget_s)
         self.signatures: dict[tuple[str, ...], str] = {}
+        self.local_signatures: dict[tuple, str] = {}  # plan-local canonical key -> signature
+        self.lowerings: dict[tuple[str, ...], RegionLowering] = {}  # region members -> what the pricer sees
+        self.orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # region members -> buffer_order
+        self.loads: dict[str, tuple[str, ...]] = {}  # member -> the buffers it loads, in walk order
         self.facts: dict[tuple[str, str], object] = {}  # (signature, what) -> facts, shared by occurrences
         self.occurrences: dict[str, int] = {}
 
@@ -67,9 +72,17 @@ class PlanPricing:
 
     def signature(self, region: Region) -> str:
         key = region.members
-        if key not in self.signatures:  # on the region's own sub-plan: the same digest, without the whole plan
-            self.signatures[key] = region_signature(self.subplan(region), region, self.pricer.contract)
-        return self.signatures[key]
+        found = self.signatures.get(key)
+        if found is None:
+            # the plan-local canonical key (member forms by number, each computed once per member
+            # of the plan) finds a signature already digested; only a new one is digested
+            local = canonical_tiled_group(self.plan, region.members, region.private, region.anchor,
+                                          region.anchor_axes, region.tile_maps, (self.pricer.contract,)).key
+            found = self.local_signatures.get(local)
+            if found is None:
+                found = self.local_signatures[local] = region_signature(self.plan, region, self.pricer.contract)
+            self.signatures[key] = found
+        return found
 
     def subplan(self, region: Region) -> Plan:
         names: dict[str, None] = {}
@@ -80,7 +93,27 @@ class PlanPricing:
         kernels = tuple(self.kernels[member] for member in region.members)
         return Plan(buffers, kernels, tuple(region.inputs), tuple(region.outputs), f"{self.plan.name}:{region.anchor}")
 
+    def buffer_order(self, region: Region) -> tuple[str, ...]:
+        found = self.orders.get(region.members)
+        if found is None:
+            names: dict[str, None] = {}
+            for member in region.members:  # as ``buffer_order``, each member's loads walked once
+                loads = self.loads.get(member)
+                if loads is None:
+                    loads = self.loads[member] = tuple(dict.fromkeys(
+                        load.buffer for load in expr_loads(self.kernels[member].body)))
+                names.update(dict.fromkeys(loads))
+                names.setdefault(member, None)
+            found = self.orders[region.members] = tuple(names)
+        return found
+
     def region_lowering(self, region: Region) -> RegionLowering:
+        found = self.lowerings.get(region.members)
+        if found is None:
+            found = self.lowerings[region.members] = self._region_lowering(region)
+        return found
+
+    def _region_lowering(self, region: Region) -> RegionLowering:
         signature = self.signature(region)
         lowering = self.lowering
 
@@ -107,7 +140,7 @@ class PlanPricing:
 
         # the cached facts name the buffers of the signature's first occurrence: translate
         # this occurrence's homes into those names, position by position
-        names = buffer_order(self.kernels, region)
+        names = self.buffer_order(region)
         first = self.facts.setdefault((signature, "names"), names)
         rename = dict(zip(names, first, strict=True)) if len(first) == len(names) else {n: n for n in names}
         homes = region_homes(self.member_homes, region.members)

@@ -65,6 +65,12 @@ class Budget:
     def left(self) -> float:
         return self.deadline - time.perf_counter()
 
+    def exclude(self, seconds: float) -> None:
+        """``seconds`` just spent on something else (a race, which has its own share) count
+        neither against this budget nor as a pricing step."""
+        self.start += seconds
+        self.last += seconds
+
 
 @dataclass(frozen=True, slots=True)
 class FusedForm:
