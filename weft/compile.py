@@ -30,8 +30,8 @@ from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import DEFAULT_FUSION, Config, config_from_env
-from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.decide.verdicts import DecideReport
+from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.fuse import (
     admitted_in,
     choose_partition,
