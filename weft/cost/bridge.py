@@ -120,8 +120,9 @@ class PlanPricing:
         def cached(what: str, build: Callable[[], object]):
             key = (signature, what)
             if key not in self.facts:
-                self.budget.check()
-                self.facts[key] = build()
+                with self.budget.step():  # lowering a large candidate is the longest step: interruptible
+                    built = build()
+                self.facts[key] = built
             return self.facts[key]
 
         def unfused() -> tuple[FunctionFacts, ...]:
@@ -202,25 +203,26 @@ class PlanPricing:
         by_signature: dict[str, Region] = {}
         gains = []
         try:
-            for region in regions:
-                if not region.is_fused:
-                    continue
-                self.budget.check()
-                signature = self.signature(region)
-                self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
-                by_signature.setdefault(signature, region)
-            for signature, region in by_signature.items():
-                unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
-                gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
+            with self.budget.step():
+                for region in regions:
+                    if not region.is_fused:
+                        continue
+                    self.budget.check()
+                    signature = self.signature(region)
+                    self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
+                    by_signature.setdefault(signature, region)
+                for signature, region in by_signature.items():
+                    unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
+                    gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
+                gains.sort(key=lambda item: -item[0])
+                for gain, signature, region in gains:
+                    verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
+                    self.report.order.append((signature, gain))
+                    if verdict.status == "budget":
+                        break
         except BudgetExhausted:
             pass
         self.report.signatures = len(by_signature)
-        gains.sort(key=lambda item: -item[0])
-        for gain, signature, region in gains:
-            verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
-            self.report.order.append((signature, gain))
-            if verdict.status == "budget":
-                break
         priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
         self.report.unpriced = [signature for signature in by_signature if signature not in priced]
         self.report.seconds += time.perf_counter() - start
@@ -228,13 +230,18 @@ class PlanPricing:
 
     def verdict(self, region: Region) -> RegionPrice:
         """The memoised verdict of ``region`` (priced now if the budget allows; once it is
-        spent, nothing more is computed: not even a signature)."""
+        spent, nothing more is computed and the time of the lookup is the policy's, not the
+        pricing phase's)."""
+        if self._spent():
+            lowering = self.lowerings.get(region.members)
+            known = self.pricer.known(lowering) if lowering is not None else None
+            return known or RegionPrice(self.signatures.get(region.members, ""), "budget",
+                                        reason=f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
         start = time.perf_counter()
         try:
-            if self._spent():
-                raise BudgetExhausted(f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
-            lowering = self.region_lowering(region)
-            verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
+            with self.budget.step():
+                lowering = self.region_lowering(region)
+                verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
         except BudgetExhausted as error:
             verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
         self.report.seconds += time.perf_counter() - start
