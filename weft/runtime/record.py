@@ -8,7 +8,10 @@ that covers everything they depend on::
     key = sha256(plan (names, shapes, bodies, inputs, outputs), fusion, contract, lanes,
                  BLAS on/off, the Weft source files themselves)
 
-so a warm compile of the same plan skips composing, lowering and rendering. Hashing
+so a warm compile of the same plan skips composing, lowering and rendering. A
+``fusion="priced"`` compile adds the decision record's key fields (threads, machine
+profile, compiler, deciding code) to the key and stores the verdicts its regions rest on
+(``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. Hashing
 Weft's own source (as Triton hashes its compiler) means an edited Weft never reads
 a record an older one wrote; it cannot see objects patched at run time, so a test that
 patches Weft in-process compiles into a cache folder of its own. A record that cannot be
