@@ -97,7 +97,8 @@ def pricing_phase(name: str, params: dict, contract: str, threads: int, budget_s
         "fused_regions": len(partition.fused), "regions": len(partition.regions),
         "median_price_us": statistics.median(per_price) * 1e6 if per_price else None, "prices_timed": len(per_price),
         "median_signature_ms": statistics.median(per_signature) * 1e3 if per_signature else None,
-        "steps_interrupted": pricing.budget.interrupted, "load_before": None,
+        "steps_interrupted": pricing.budget.interrupted, "pricing_phase_cpu_s": report.cpu_seconds,
+        "load_before": None,
     }
 
 
@@ -107,17 +108,21 @@ def budget_overruns(name: str, params: dict, shares: tuple[float, ...], repeats:
     distribution (median, 90th percentile, max) and how many steps the timer cut short."""
     result = {}
     for share in shares:
-        ratios, interrupted = [], 0
+        ratios, cpu_ratios, interrupted = [], [], 0
         for _ in range(repeats):
             for contract in contracts:
                 row = pricing_phase(name, params, contract, 1, 2 * share, profile)
                 ratios.append(row["pricing_phase_s"] / share)
+                cpu_ratios.append(row["pricing_phase_cpu_s"] / share)
                 interrupted += row["steps_interrupted"]
         ordered = sorted(ratios)
         result[f"{share * 1e3:.0f}ms"] = {
             "ratios": ratios, "median": statistics.median(ratios), "p90": ordered[int(0.9 * (len(ordered) - 1))],
             "max": max(ratios), "within_5_percent": sum(r <= 1.05 for r in ratios), "runs": len(ratios),
             "steps_interrupted": interrupted, "contracts": list(contracts),
+            # the phase's CPU time over the share: what the process spent, without the time it
+            # waited for a core (on a loaded machine the wall overrun is the scheduler's)
+            "cpu_ratios": cpu_ratios, "cpu_max": max(cpu_ratios),
         }
     return result
 
@@ -323,7 +328,8 @@ def main() -> None:
         for share, row in result["budget"][name].items():
             print(f"budget {name:18s} share {share:>6s}: phase/share median {row['median']:.3f}, p90 {row['p90']:.3f},"
                   f" max {row['max']:.3f}; {row['within_5_percent']}/{row['runs']} within 5%;"
-                  f" {row['steps_interrupted']} steps cut short; runs {', '.join(f'{r:.2f}' for r in row['ratios'])}",
+                  f" {row['steps_interrupted']} steps cut short; runs {', '.join(f'{r:.2f}' for r in row['ratios'])};"
+                  f" CPU / share max {row['cpu_max']:.2f}; load {load():.1f}",
                   flush=True)
     if not args.skip_accuracy and not args.budget_only:
         result["load_accuracy_start"] = load()

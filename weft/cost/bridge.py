@@ -37,6 +37,7 @@ class PricingReport:
     unpriced: list[str] = field(default_factory=list)  # signatures the budget left unpriced
     order: list[tuple[str, float]] = field(default_factory=list)  # (signature, expected gain), as priced
     overrun_s: float = 0.0  # how far the phase ran past its share (0: on time)
+    cpu_seconds: float = 0.0  # this process's CPU time in the phase (wall minus waiting for a core)
 
 
 class PlanPricing:
@@ -198,7 +199,7 @@ class PlanPricing:
     def survey(self, regions: list[Region]) -> None:
         """Price every distinct signature among ``regions`` in order of expected gain
         (upper bound of the saving x occurrences) until the budget is spent."""
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
         by_signature: dict[str, Region] = {}
         gains = []
@@ -226,6 +227,7 @@ class PlanPricing:
         priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
         self.report.unpriced = [signature for signature in by_signature if signature not in priced]
         self.report.seconds += time.perf_counter() - start
+        self.report.cpu_seconds += time.process_time() - start_cpu
         self._account()
 
     def verdict(self, region: Region) -> RegionPrice:
@@ -237,7 +239,7 @@ class PlanPricing:
             known = self.pricer.known(lowering) if lowering is not None else None
             return known or RegionPrice(self.signatures.get(region.members, ""), "budget",
                                         reason=f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             with self.budget.step():
                 lowering = self.region_lowering(region)
@@ -245,6 +247,7 @@ class PlanPricing:
         except BudgetExhausted as error:
             verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
         self.report.seconds += time.perf_counter() - start
+        self.report.cpu_seconds += time.process_time() - start_cpu
         self._account()
         return verdict
 
