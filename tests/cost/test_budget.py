@@ -148,3 +148,33 @@ def test_the_phase_of_a_large_plan_ends_within_its_share(share_s, tmp_path):
     pricing = region_pricing(plan, config, Target(16, "inference"), profile=_profile())
     choose_regions(plan, "priced", "inference", pricing=pricing)
     assert pricing.report.seconds <= share_s * 1.05 + NOISE_S
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_swallowed_by_a_callback_is_raised_again():
+    """A signal handled inside a gc callback raises there and Python ignores it: the timer
+    repeats, so the step is still cut short (seen under pytest with hypothesis's gc hook)."""
+    import gc
+    import time
+
+    from weft.cost.search import Budget, BudgetExhausted
+
+    slept = []
+
+    def swallowing(phase, info):
+        if not slept:  # the deadline passes inside the callback, once: its exception is ignored
+            slept.append(True)
+            time.sleep(0.02)
+
+    budget = Budget(0.01)
+    start = time.perf_counter()
+    gc.callbacks.append(swallowing)
+    try:
+        with pytest.raises(BudgetExhausted, match="cut short"):
+            with budget.step():
+                while True:
+                    gc.collect(0)
+                    sum(range(100))
+    finally:
+        gc.callbacks.remove(swallowing)
+    assert time.perf_counter() - start <= 0.01 * 1.05 + 0.02 + NOISE_S

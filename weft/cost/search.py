@@ -21,7 +21,9 @@ no price overruns it by more than one nest's formula.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -97,17 +99,34 @@ class Budget:
         if left <= 0:
             raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent")
 
+        fired = []
+        ours = (_WEFT_ROOT, sys._getframe(2).f_code.co_filename)  # weft's code and the step's caller
+
         def interrupt(signum, frame):
-            self.interrupted += 1
+            # raise only in the step's own code: elsewhere (a gc callback, a warnings or
+            # unraisable hook) Python would swallow the exception or break the hook; the timer
+            # repeats, so the next signal lands back in the step
+            if frame is None or not frame.f_code.co_filename.startswith(ours):
+                return
+            if not fired:
+                self.interrupted += 1
+            fired.append(signum)
             raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent (a step was cut short)")
 
         previous = signal.signal(signal.SIGALRM, interrupt)
         try:
-            signal.setitimer(signal.ITIMER_REAL, left)
+            # repeating every millisecond after the deadline: a signal handled inside a callback
+            # whose exceptions Python swallows (a gc callback, a __del__) is raised again
+            signal.setitimer(signal.ITIMER_REAL, left, REPEAT_S)
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+
+
+REPEAT_S = 0.001
+_WEFT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""After the deadline the budget's timer fires again this often until its step has ended."""
 
 
 def _timer_free() -> bool:
