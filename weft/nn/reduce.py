@@ -290,12 +290,39 @@ def layer_norm(
 _SHRINK = 2.0**-32
 
 
+def rms_norm_shift(eps: float) -> int:
+    """The power of two ``k`` rms_norm scales ``x`` by (``2**-k``) before squaring.
+
+    Squares span twice float32's exponent range, so no one scale keeps every row: ``x * x``
+    overflows for an rms above ~1.8e19 (PyTorch's output there is 0) and, scaled by
+    ``2**-k``, a square of ``|x| < 2**(k - 63)`` falls below float32's normal range. Such
+    a square only matters next to eps when it is at least ``eps * 2**-30`` (a millionth of
+    a float32 rounding of eps), so ``k`` is the largest with ``eps * 2**-30 * 2**-2k >=
+    2**-126``: 38 for eps = 1e-6 (rows up to an rms of 2**102 ~ 5e30), 39 for 1e-5, and 0
+    for eps = 0 (PyTorch's range exactly). A power of two leaves every other bit as it was.
+    """
+    if not eps > 0 or not math.isfinite(eps):
+        return 0
+    shift = math.floor((96 + math.log2(eps)) / 2)
+    return 0 if shift < 0 else _MAX_SHIFT if shift > _MAX_SHIFT else shift
+
+
+_MAX_SHIFT = 48
+
+
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """RMSNorm over the last dim. Two members: mean square, ``x * rsqrt(ms + eps) * w``."""
+    """RMSNorm over the last dim. Two members: mean square of ``x * 2**-k`` and
+    ``x * (rsqrt(ms + eps * 2**-2k) * 2**-k) * w`` (``k = rms_norm_shift(eps)``: the
+    same value, the mean square finite for rows up to an rms of ``2**(64 + k)``)."""
     _need_float("rms_norm", x)
     rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
+    shift = rms_norm_shift(float(eps))
     value = x.read(rows.full_index(True))
+    if shift:
+        value = Binary(BinaryOp.MUL, value, Const(2.0**-shift))
     mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(_reciprocal(rows.count))), Combiner.SUM)
-    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
+    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps) * 4.0**-shift)))
+    if shift:
+        inverse = Binary(BinaryOp.MUL, inverse, Const(2.0**-shift))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))
