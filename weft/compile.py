@@ -528,7 +528,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     recordable = config.fusion in ("off", "greedy")
     with _timed(seconds, "record"):
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
-        recorded = load_record(config.cache_dir, key) if recordable else None
+        recorded = load_record(config.cache_dir, key, plan) if recordable else None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
         lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
@@ -541,7 +541,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
     if recorded is None and recordable:
         with _timed(seconds, "record"):
-            save_record(config.cache_dir, key, lowered, arena, source)
+            save_record(config.cache_dir, key, plan, lowered, arena, source)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
     compiled.from_record = recorded is not None
