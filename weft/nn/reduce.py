@@ -198,14 +198,27 @@ def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
     return tuple(range(x.ndim - k, x.ndim))
 
 
+def _zero_d_through_one_element(op: str, function, x: Tensor, axis: int) -> Tensor | None:
+    """A 0-d ``x``: ``function`` over it as one element (after the float and axis checks)."""
+    _need_float(op, x)
+    if x.ndim != 0:
+        return None
+    _zero_d_axes(op, axis)
+    return reshape(function(reshape(x, (1,)), 0), ())
+
+
+def _rows_and_max(op: str, member: str, x: Tensor, axis: int) -> tuple[_Rows, Tensor]:
+    """The rows along ``axis`` and the member ``member`` holding each row's max."""
+    rows = _Rows(x, normalize_axes(op, axis, x.shape))
+    return rows, rows.emit_row(member, x.read(rows.full_index(True)), Combiner.MAX)
+
+
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Four members: row max, exp(x - max), row sum, divide."""
-    _need_float("softmax", x)
-    if x.ndim == 0:
-        _zero_d_axes("softmax", axis)
-        return reshape(softmax(reshape(x, (1,)), 0), ())
-    rows = _Rows(x, normalize_axes("softmax", axis, x.shape))
-    row_max = rows.emit_row("softmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    scalar = _zero_d_through_one_element("softmax", softmax, x, axis)
+    if scalar is not None:
+        return scalar
+    rows, row_max = _rows_and_max("softmax", "softmax_max", x, axis)
     shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
     exps = rows.emit_full("softmax_exp", Unary(UnaryOp.EXP, shifted))
     total = rows.emit_row("softmax_sum", exps.read(rows.full_index(True)), Combiner.SUM)
@@ -215,12 +228,10 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Three members: row max, row sum of exp(x - max), (x - max) - log(sum)."""
-    _need_float("log_softmax", x)
-    if x.ndim == 0:
-        _zero_d_axes("log_softmax", axis)
-        return reshape(log_softmax(reshape(x, (1,)), 0), ())
-    rows = _Rows(x, normalize_axes("log_softmax", axis, x.shape))
-    row_max = rows.emit_row("logsoftmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    scalar = _zero_d_through_one_element("log_softmax", log_softmax, x, axis)
+    if scalar is not None:
+        return scalar
+    rows, row_max = _rows_and_max("log_softmax", "logsoftmax_max", x, axis)
     terms = Unary(UnaryOp.EXP, _sub(x.read(rows.full_index(True)), rows.row(row_max)))
     total = rows.emit_row("logsoftmax_sumexp", terms, Combiner.SUM)
     shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
