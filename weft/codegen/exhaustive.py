@@ -1,6 +1,6 @@
 """Exhaustive accuracy of the C rendering over every float32 input.
 
-``python -m weft.mathf.exhaustive [--step N] [--lanes L]`` compiles the
+``python -m weft.codegen.exhaustive [--step N] [--lanes L]`` compiles the
 vectorised C functions with a driver that walks all 2^32 bit patterns (or every
 N-th one) and scores each result against the C library's double-precision
 function, with the same ulp measure as ``weft.mathf.accuracy`` (ulps of the
@@ -9,7 +9,9 @@ float32 binade of the exact result, denormal spacing below the normal range,
 mismatch). The C side is bit-identical to the NumPy side (tests/mathf), so
 these numbers hold for the oracle too. One core; a full walk takes minutes.
 
-The walk is a shared object built by Weft's one C driver (``weft.codegen.driver.build``,
+It lives in ``weft.codegen`` (not ``weft.mathf``): it builds C, and ``weft.codegen``
+already depends on ``weft.mathf``, never the other way. The walk is a shared object
+built by Weft's one C driver (``weft.codegen.driver.build``,
 Strict flags: no FMA contraction, no fast-math, as the Strict kernels are built), cached
 with the other objects, and called through ctypes; it returns its results in arrays.
 """
