@@ -561,7 +561,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
         if config.fusion == "priced":
             deciding = repr(sorted(decision_key_base(config, compiler_identity(config.cc)).items()))
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding) if recordable else ""
-        recorded = load_record_resting(config.cache_dir, key) if recordable else None
+        recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
             if still_recorded(recorded[3], config.cache_dir):
                 decide_report = DecideReport(recorded=len(recorded[3]), rests_on=recorded[3], from_compile_record=True)
@@ -580,7 +580,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     rests_on = decide_report.rests_on if decide_report is not None else ()
     if recorded is None and recordable and (config.fusion != "priced" or rests_on):
         with _timed(seconds, "record"):
-            save_record(config.cache_dir, key, lowered, arena, source, rests_on)
+            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
     compiled.from_record = recorded is not None
