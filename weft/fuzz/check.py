@@ -73,10 +73,30 @@ def verdicts(plan, arrays: list[np.ndarray], got, contract: str) -> list[compare
         # bound is wrong, and either is a finding (never a silent pass or a blamed compile)
         oracle_verdict = compare.inference(np.asarray(o), np.asarray(o), values[name], magnitudes.get(name))
         if oracle_verdict.problem:
-            verdict = compare.Verdict(f"the oracle itself disagrees with float64: {oracle_verdict.problem}",
-                                      verdict.unchecked)
+            verdict = _off_float64(np.asarray(g), np.asarray(o), values[name], magnitudes.get(name), oracle_verdict)
         results.append(verdict)
     return results
+
+
+def _off_float64(got: np.ndarray, oracle: np.ndarray, reference, magnitude, oracle_verdict) -> compare.Verdict:
+    """The oracle itself breaks the bound against float64 somewhere. Where the compiled output
+    agrees with the oracle (within the rule, the oracle as reference), the definition is off
+    float64 there, not the compile (a documented range limit, e.g. ``rms_norm`` of rows beyond
+    its range, docs/unsupported.md): those elements are counted as unchecked. Any other
+    element that breaks the bound is a finding."""
+    beside_oracle = compare.inference(got, oracle, oracle.astype(np.float64), np.zeros(oracle.shape))
+    if beside_oracle.problem:
+        return compare.Verdict(f"the oracle itself disagrees with float64: {oracle_verdict.problem}",
+                               oracle_verdict.unchecked)
+    reference = np.asarray(reference, np.float64)
+    magnitude = None if magnitude is None else np.asarray(magnitude, np.float64)
+    g = got.astype(np.float64) if got.dtype.kind == "f" else got
+    if got.dtype.kind != "f":
+        return compare.Verdict(None, oracle_verdict.unchecked)
+    o = oracle.astype(np.float64)
+    m = np.zeros_like(reference) if magnitude is None else magnitude
+    off = ~(compare.inference_within(o, reference, m) | (np.isnan(o) & np.isnan(reference)) | (o == reference))
+    return compare.Verdict(None, int(np.count_nonzero(off | ~np.isfinite(g) & ~np.isfinite(reference))))
 
 
 def check_outputs(plan, arrays: list[np.ndarray], got, contract: str = "strict") -> None:

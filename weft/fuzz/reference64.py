@@ -313,7 +313,12 @@ def _fold(combiner, value, magnitude, axes, count):
     if combiner is Combiner.SUM:
         total = np.sum(value, axis=axes)
         absolute = np.sum(np.where(np.isfinite(value), np.abs(value), 0.0), axis=axes)
-        return total, _finite_or_zero(np.sum(magnitude, axis=axes) + (count - 1) * absolute, total)
+        magnitude = _finite_or_zero(np.sum(magnitude, axis=axes) + (count - 1) * absolute, total)
+        # a non-finite total is exact, unless its finite terms alone may overflow float32: then
+        # a partial sum in some order is the opposite infinity (inf - inf = NaN), which is legal
+        # reassociation; an infinite magnitude marks it (the comparison leaves it unchecked)
+        overflows = ~np.isfinite(total) & (absolute > np.finfo(np.float32).max)
+        return total, np.where(overflows, np.inf, magnitude)
     # max / min: NaN propagates, as weft's max does
     reduce = np.max if combiner is Combiner.MAX else np.min
     return reduce(value, axis=axes), np.max(magnitude, axis=axes)
