@@ -248,9 +248,12 @@ class _ContractionWriter:
                     value = self.epilogue_value(depth + 2, r, f"wf_n0 + {v * lanes}", acc[r][v], True)
                     self.emit(depth + 2, f"{acc[r][v]} = {value};")
             self.emit(depth + 1, "}")
-        for r in range(mr):
-            for v in range(vectors):
-                self.emit(depth + 1, f"wfc_store_f(wf_o{r} + {v * lanes}, {acc[r][v]});")
+        if nest.stream_output:
+            self.stream_stores(depth + 1, acc)
+        else:
+            for r in range(mr):
+                for v in range(vectors):
+                    self.emit(depth + 1, f"wfc_store_f(wf_o{r} + {v * lanes}, {acc[r][v]});")
         self.emit(depth, "} else {")
         self.emit(depth + 1, f"float wf_t[{mr}][{nr}] __attribute__((aligned(64)));")
         for r in range(mr):
@@ -270,6 +273,25 @@ class _ContractionWriter:
                 self.emit(depth + 3, f"wf_o{r}[wf_cc] = wf_t[{r}][wf_cc];")
             self.emit(depth + 2, "}")
             self.emit(depth + 1, "}")
+        self.emit(depth, "}")
+
+    def stream_stores(self, depth: int, acc: list[list[str]]) -> None:
+        """The full tile's stores, non-temporal where the rows are 64-byte aligned (the
+        instruction requires it) and the target has them; plain stores otherwise."""
+        mr, lanes = self.nest.blocking.mr, self.nest.lanes
+        rows = " | ".join(f"(uintptr_t)wf_o{r}" for r in range(mr))
+        intrinsic, guard, vector = (("_mm512_stream_ps", "__AVX512F__", "__m512") if lanes == 16
+                                    else ("_mm256_stream_ps", "__AVX__", "__m256"))
+        self.emit(0, f"#if defined({guard})")
+        self.emit(depth, f"if ((({rows}) & {lanes * 4 - 1}) == 0) {{")
+        for r in range(mr):
+            self.emit(depth + 1, " ".join(f"{intrinsic}(wf_o{r} + {v * lanes}, ({vector}){a});"
+                                          for v, a in enumerate(acc[r])))
+        self.emit(depth, "} else")
+        self.emit(0, "#endif")
+        self.emit(depth, "{")
+        for r in range(mr):
+            self.emit(depth + 1, " ".join(f"wfc_store_f(wf_o{r} + {v * lanes}, {a});" for v, a in enumerate(acc[r])))
         self.emit(depth, "}")
 
     # ------------------------------------------------------------------ the whole nest
@@ -334,6 +356,11 @@ class _ContractionWriter:
         for _ in range(4):  # fold blocks, row blocks, column panels, batch points
             d -= 1
             self.emit(d, "}")
+        if nest.stream_output:  # this thread's non-temporal stores reach memory before the barrier
+            guard = "__AVX512F__" if nest.lanes == 16 else "__AVX__"
+            self.emit(0, f"#if defined({guard})")
+            self.emit(d, "_mm_sfence();")
+            self.emit(0, "#endif")
         if nest.pack_x:
             self.emit(d, "free(wf_xp);")
         if not shared:
