@@ -18,6 +18,7 @@ compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of ea
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 
 import numpy as np
@@ -39,6 +40,7 @@ from weft.fuse import (
 )
 from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
+from weft.lower.contraction_prepack import packed_buffers, prepack_bound
 from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
@@ -241,6 +243,10 @@ class CompiledPlan:
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
+        if packed_buffers(lowered):  # bound weights packed into the arena now, read by every call
+            bound_inputs = (ctypes.c_void_p * max(1, len(plan.inputs)))(
+                *[self.params[name].ctypes.data if name in self.params else None for name in plan.inputs])
+            self.runner.prepack(bound_inputs, config.threads)
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
 
@@ -527,13 +533,14 @@ def compile(  # noqa: A001 - the public name is weft.compile
     # decision record (weft.decide) and always rebuild their partition (explain shows it)
     recordable = config.fusion in ("off", "greedy")
     with _timed(seconds, "record"):
-        key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas, tuple(bound)) if recordable else ""
         recorded = load_record(config.cache_dir, key) if recordable else None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
         lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        lowered = prepack_bound(lowered, frozenset(bound))  # bound weights' panels packed once, at load
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)

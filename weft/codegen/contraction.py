@@ -23,10 +23,11 @@ adds it to its own accumulator; partial sums between fold blocks wait in the out
 
 from __future__ import annotations
 
-from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
+from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
 from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Unary, UnaryOp, expr_loads
 from weft.lower.access import Access, load_access
 from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
+from weft.lower.nest import LoweredFunction
 
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
 
@@ -296,11 +297,40 @@ class _ContractionWriter:
 
     # ------------------------------------------------------------------ the whole nest
 
+    def packed_offset(self) -> str:
+        """Where the panels of batch point ``wf_bt``, column block ``wf_jc`` start in the packed
+        view (every batch point's panels, then every column panel: ``nr`` x fold floats each)."""
+        nest, b = self.nest, self.nest.blocking
+        per_batch = -(-nest.columns // b.nr) * b.nr * nest.fold_points
+        return f"wf_bt * {per_batch}L + wf_jc * {nest.fold_points}L"
+
+    def write_pack(self, indent: int) -> None:
+        """The packing of y alone, into the packed view (run once, at bind): every batch point
+        and column panel, the same values the nest would pack per call."""
+        nest, b = self.nest, self.nest.blocking
+        panels = -(-nest.columns // b.nr)
+        per_block = b.nc // b.nr
+        d = indent
+        self.emit(d, f"{{ /* member {nest.name}: its y packed once ({nest.batch_points} x {panels} panels) */")
+        self.emit(d + 1, "#pragma omp parallel for schedule(static)")
+        self.emit(d + 1, f"for (long wf_pi = 0; wf_pi < {nest.batch_points * panels}L; wf_pi++) {{")
+        d += 2
+        self.emit(d, f"const long wf_bt = wf_pi / {panels}, wf_gp = wf_pi % {panels};")
+        self.emit(d, f"const long wf_jc = (wf_gp / {per_block}) * {b.nc}, wf_jp = wf_gp % {per_block};")
+        if nest.batch_axes:
+            self.decode(d, "wf_bt", nest.batch_axes, self.batch_env())
+        self.emit(d, f"float *wf_yp = {nest.packed_y.pointer} + {self.packed_offset()};")
+        self.pack_y(d)
+        d -= 2
+        self.emit(d + 1, "}")
+        self.emit(d, "}")
+
     def write(self, indent: int) -> None:
         nest, b = self.nest, self.nest.blocking
         n, k_total, m = nest.columns, nest.fold_points, nest.rows
-        shared = nest.parallel and not b.parallel_batches  # threads share y's panel (barriers)
-        groups = b.column_groups if shared else 1
+        prepacked = nest.packed_y is not None
+        shared = nest.parallel and not b.parallel_batches and not prepacked  # threads share y's panel (barriers)
+        groups = b.column_groups if (nest.parallel and not b.parallel_batches) else 1
         row_blocks = -(-m // b.mc)
         y_bytes = k_total * b.nc * 4
         d = indent
@@ -312,7 +342,7 @@ class _ContractionWriter:
             self.emit(d, "#pragma omp parallel")
         self.emit(d, "{")
         d += 1
-        if not shared:
+        if not shared and not prepacked:
             self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
         if nest.pack_x:
             x_bytes = -(-b.kc * b.mc * 4 // 64) * 64  # aligned_alloc wants a multiple of the alignment
@@ -326,12 +356,15 @@ class _ContractionWriter:
         self.emit(d, f"for (long wf_jc = 0; wf_jc < {n}; wf_jc += {b.nc}) {{")
         d += 1
         self.emit(d, f"const long wf_npanels = (wfc_minl({b.nc}, {n} - wf_jc) + {b.nr - 1}) / {b.nr};")
-        if shared:
-            self.emit(d, "#pragma omp for schedule(static)")
-        self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
-        self.pack_y(d + 1)
-        self.emit(d, "}")
-        if shared:
+        if prepacked:
+            self.emit(d, f"const float *wf_yp = {nest.packed_y.pointer} + {self.packed_offset()};")
+        else:
+            if shared:
+                self.emit(d, "#pragma omp for schedule(static)")
+            self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
+            self.pack_y(d + 1)
+            self.emit(d, "}")
+        if nest.parallel and not b.parallel_batches:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")
         self.emit(d, f"for (long wf_it = 0; wf_it < {row_blocks * groups}; wf_it++) {{")
         d += 1
@@ -363,7 +396,7 @@ class _ContractionWriter:
             self.emit(0, "#endif")
         if nest.pack_x:
             self.emit(d, "free(wf_xp);")
-        if not shared:
+        if not shared and not prepacked:
             self.emit(d, "free(wf_yp);")
         d -= 1
         self.emit(d, "}")
@@ -376,3 +409,21 @@ class _ContractionWriter:
 def render_contraction(nest: ContractionNest, lines: list[str], indent: int, counter: Counter) -> None:
     """Append the C of one contraction microkernel nest to ``lines``."""
     _ContractionWriter(nest, lines, counter).write(indent)
+
+
+def render_pack_function(function: LoweredFunction) -> str:
+    """``wf_pack_<name>``: the same parameters as ``function``, packing the y of each of its
+    nests that reads a packed view (``weft.lower.contraction_prepack``), nothing else."""
+    packed = {n.packed_y.pointer for n in function.nests if isinstance(n, ContractionNest) and n.packed_y}
+    params = []
+    for view in function.params:
+        const = "" if view.pointer in packed else "const "
+        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    lines = [f"static int wf_pack_{function.name}({', '.join(params)}) {{"]
+    lines += [f"    (void){view.pointer};" for view in function.params]
+    counter = Counter()
+    for nest in function.nests:
+        if isinstance(nest, ContractionNest) and nest.packed_y is not None:
+            _ContractionWriter(nest, lines, counter).write_pack(1)
+    lines += ["    return 0;", "}", ""]
+    return "\n".join(lines)

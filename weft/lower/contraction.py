@@ -194,6 +194,7 @@ class ContractionNest:
     scale: float = 1.0
     pack_x: bool = True  # False: x is one unit-stride load along the fold, read in place (few column panels)
     epilogue: Expr | None = None
+    packed_y: BufferView | None = None  # y packed once at bind (weft.lower.contraction_prepack), read here
     stream_output: bool = False  # full tiles stored with non-temporal stores (see STREAM_OUTPUT_L3_MULTIPLE)
     output: str = ""
     members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
@@ -238,6 +239,8 @@ class ContractionNest:
         kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
         tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
         packing = "x, y packed" if self.pack_x else "y packed, x in place"
+        if self.packed_y is not None:
+            packing = packing.replace("y packed", "y packed at bind")
         if self.stream_output:
             packing += "; streaming stores"
         text = (f"{self.name}: contraction microkernel {batch}{self.rows}x{self.columns}x{self.fold_points} "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from weft.ir import Plan, Role
+from weft.lower.contraction_prepack import packed_buffers
 from weft.lower.nest import LoweredPlan
 
 ALIGNMENT = 64
@@ -81,6 +82,10 @@ def plan_arena(plan: Plan, lowered: LoweredPlan) -> ArenaPlan:
             offset = max(offset, stop)
         placed.append(Placement(name, offset, buffers[name].nbytes, first, last))
     total = max((p.offset + _align(p.nbytes) for p in placed), default=0)
+    # weights packed at bind (weft.lower.contraction_prepack): written once, read by every call
+    for name, nbytes in packed_buffers(lowered).items():
+        placed.append(Placement(name, total, nbytes, 0, len(lowered.functions)))
+        total += _align(nbytes)
     return ArenaPlan(tuple(sorted(placed, key=lambda p: p.offset)), total)
 
 

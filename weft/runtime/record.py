@@ -43,9 +43,11 @@ def weft_source_digest() -> str:
     return digest.hexdigest()
 
 
-def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: bool) -> str:
+def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: bool,
+               bound: tuple[str, ...] = ()) -> str:
+    """``bound``: the inputs bound at compile (their weights may be packed at bind)."""
     text = repr((FORMAT, plan.name, plan.buffers, plan.kernels, plan.inputs, plan.outputs,
-                 fusion, contract, lanes, use_blas, weft_source_digest()))
+                 fusion, contract, lanes, use_blas, weft_source_digest(), tuple(sorted(bound))))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
