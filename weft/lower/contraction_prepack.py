@@ -72,8 +72,10 @@ def prepack_bound(lowered: LoweredPlan, bound: frozenset[str]) -> LoweredPlan:
         bound_positions = {index for index, view in enumerate(function.params) if view.buffer in bound}
         chosen = tuple(index for index, nest in enumerate(function.nests)
                        if isinstance(nest, ContractionNest) and _prepackable(nest, bound_positions, own))
-        if not chosen:
-            functions.append(function)
+        if not chosen:  # as lowered; its signature's pointer names are the lowered occurrence's, since
+            # this occurrence may now be the first of its name (the earlier ones became variants)
+            functions.append(dataclasses.replace(function, params=tuple(
+                dataclasses.replace(view, buffer=mine.buffer) for view, mine in zip(own, function.params, strict=True))))
             continue
         key = (function.name, chosen)
         if key not in variants:
