@@ -198,6 +198,7 @@ class ContractionNest:
     stream_output: bool = False  # full tiles stored with non-temporal stores (see STREAM_OUTPUT_L3_MULTIPLE)
     output: str = ""
     members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
+    prologue: tuple[str, ...] = ()  # fused producers of a factor, evaluated while packing it
     ranges: tuple[AxisRange, ...] = ()
 
     @property
@@ -238,6 +239,8 @@ class ContractionNest:
         batch = f"{self.batch_points} x " if self.batch_axes else ""
         kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
         tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
+        if self.prologue:
+            tail = f"; prologue {' '.join(self.prologue)} while packing" + tail
         packing = "x, y packed" if self.pack_x else "y packed, x in place"
         if self.packed_y is not None:
             packing = packing.replace("y packed", "y packed at bind")
@@ -337,12 +340,18 @@ def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) 
 
 
 def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, contract: str,
-                      parallel_min_work: int) -> ContractionNest | None:
-    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves."""
+                      parallel_min_work: int, rewrite_factor=None) -> ContractionNest | None:
+    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves.
+    ``rewrite_factor`` (a fused prologue, ``weft.lower.contraction_prologue``) maps each factor
+    to what packing evaluates instead (None: refused)."""
     split = split_contraction(kernel, views)
     if split is None:
         return None
     x, y, term, rows, column, batch = split
+    if rewrite_factor is not None:
+        x, y = rewrite_factor(x), rewrite_factor(y)
+        if x is None or y is None or not _float_loads(x, views) or not _float_loads(y, views):
+            return None
     output = views[kernel.output]
     if output.strides[[a.name for a in kernel.axes].index(column)] != 1:
         return None
@@ -362,7 +371,7 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
     pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
         blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
-    touched = dict.fromkeys((kernel.output, *kernel.reads))
+    touched = dict.fromkeys((kernel.output, *(load.buffer for load in expr_loads(x) + expr_loads(y))))
     work = m * n * k * batches
     output_bytes = m * n * batches * 4
     stream = blocking.kc >= k and lanes in (8, 16) and \
