@@ -38,6 +38,11 @@ An **epilogue** (fusion's elementwise tail: bias, activation, residual, scale)
 is an expression over ``acc_at(kernel)`` (the finished sum of one output point) and loads
 at the output point; it runs on the register tile before the store, and the
 nest then writes ``output`` (the tail's last member) instead of the contraction.
+A **prologue** (elementwise producers of a factor: a norm's scale and shift, an
+activation) is inlined into the factor, so packing evaluates it
+(``weft.lower.contraction_prologue``). A y that reads only weights bound with
+``params=`` is packed once at load into ``packed_y`` (``weft.lower.contraction_prepack``).
+A large output written in one pass (``kc`` = K) is stored non-temporally.
 """
 
 from __future__ import annotations
