@@ -71,6 +71,7 @@ def measure_fma_peak(threads: int, repeats: int = 5, cc: str = "cc") -> float:
 
 FUSED_TAIL_ARM = "weft inference, tail fused (greedy)"
 BOUND_ARM = "weft inference, weight bound (params=)"
+LINEAR_PLANS = ("qkv", "proj", "fc1", "fc2", "bert_fc1")  # traced plans whose second input is a weight
 
 
 def _trace(fn, shapes, name):
@@ -195,7 +196,7 @@ def contraction_shape_records(threads: int, blocks: int, interleaved, quick: boo
             fused = weft.compile(plan, contract="inference", threads=threads, fusion="greedy")
             calls[FUSED_TAIL_ARM] = fused.prepare(*arrays)
             served["inference, tail fused"] = "; ".join(n.describe() for f in fused.lowered.functions for n in f.nests)
-        if "linear" in name and microkernel:  # the weight bound with params=: packed once, at load
+        if plan.name in LINEAR_PLANS and microkernel:  # the weight bound with params=: packed once, at load
             bound = weft.compile(plan, contract="inference", threads=threads, params={plan.inputs[1]: arrays[1]})
             calls[BOUND_ARM] = bound.prepare(arrays[0])
             served["inference, weight bound"] = "; ".join(n.describe() for f in bound.lowered.functions for n in f.nests)
