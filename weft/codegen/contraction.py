@@ -24,8 +24,8 @@ adds it to its own accumulator; partial sums between fold blocks wait in the out
 from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
-from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Unary, UnaryOp, expr_loads
-from weft.lower.access import Access, load_access
+from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, IndexOf, Load, Unary, UnaryOp, expr_loads
+from weft.lower.access import Access, address_step, load_access
 from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
 from weft.lower.nest import LoweredFunction
 
@@ -34,6 +34,13 @@ _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "
 
 def _clean(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+def _plain(index) -> bool:
+    """No gather (``IndexOf``) anywhere in an index expression."""
+    if isinstance(index, IndexOf):
+        return False
+    return all(_plain(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
 
 
 def term_code(term, x: str, y: str) -> str:
@@ -108,6 +115,9 @@ class _ContractionWriter:
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
         self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
+        if not self.column_contiguous() and self.fold_contiguous_y():
+            self.pack_y_transposed(depth)
+            return
         if self.column_contiguous():
             self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
             self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
@@ -134,6 +144,52 @@ class _ContractionWriter:
         self.emit(depth, "}")
         if self.column_contiguous():
             self.emit(depth - 1, "}")
+
+    def fold_contiguous_y(self) -> bool:
+        """y is one plain load whose address steps by one element per fold step (a linear's
+        ``(out, in)`` weight): packed by loading vectors along the fold and transposing."""
+        y = self.nest.y_factor
+        if not isinstance(y, Load) or y.padding is not None or len(self.kernel.fold_axes) != 1:
+            return False
+        if self.views[y.buffer].dtype is not DType.FLOAT32 or not all(_plain(index) for index in y.index):
+            return False
+        return address_step(y, self.views[y.buffer].strides, self.kernel.fold_axes[0].name) == 1
+
+    def pack_y_transposed(self, depth: int) -> None:
+        """Full panels in lanes x lanes blocks: ``lanes`` columns' vectors along the fold, one
+        in-register transpose, ``lanes`` stores of a fold step's columns; the fold's remainder
+        and a partial last panel element by element. The values are copied, never computed."""
+        nest, b = self.nest, self.nest.blocking
+        lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
+        y = nest.y_factor
+        view = self.views[y.buffer]
+        fold = self.kernel.fold_axes[0].name
+        column = nest.column_axis
+        renderer = self.renderer(depth, {**self.batch_env(), column: f"wf_nb + wf_v * {lanes} + wf_c", fold: "wf_kk"})
+        vector_address = renderer.address(view, y.index)
+        scalar = self.renderer(depth, {**self.batch_env(), column: "wf_nb + wf_cc", fold: "wf_kk"})
+        scalar_address = scalar.address(view, y.index)
+        full_k = k_total // lanes * lanes
+        self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
+        self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {full_k}; wf_kk += {lanes}) {{")
+        self.emit(depth + 2, f"for (long wf_v = 0; wf_v < {nr // lanes}; wf_v++) {{")
+        self.emit(depth + 3, f"wf_vf wf_rows[{lanes}];")
+        self.emit(depth + 3, f"for (long wf_c = 0; wf_c < {lanes}; wf_c++) "
+                             f"wf_rows[wf_c] = wfc_load_f(&{view.pointer}[{vector_address}]);")
+        self.emit(depth + 3, "wfc_transpose_f(wf_rows);")
+        self.emit(depth + 3, f"for (long wf_l = 0; wf_l < {lanes}; wf_l++) "
+                             f"wfc_store_f(wf_dst + (wf_kk + wf_l) * {nr} + wf_v * {lanes}, wf_rows[wf_l]);")
+        self.emit(depth + 2, "}")
+        self.emit(depth + 1, "}")
+        self.emit(depth + 1, f"for (long wf_kk = {full_k}; wf_kk < {k_total}; wf_kk++)")
+        self.emit(depth + 2, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++) "
+                             f"wf_dst[wf_kk * {nr} + wf_cc] = {view.pointer}[{scalar_address}];")
+        self.emit(depth, "} else {")
+        self.emit(depth + 1, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++)")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++)")
+        self.emit(depth + 3, f"wf_dst[wf_kk * {nr} + wf_cc] = wf_nb + wf_cc < {n} ? "
+                             f"{view.pointer}[{scalar_address}] : 0.0f;")
+        self.emit(depth, "}")
 
     def pack_x(self, depth: int) -> None:
         """The row block at ``wf_ic``: ``wf_xp[row / mr][kk][row % mr]`` (zeros past the rows)."""
