@@ -10,7 +10,9 @@ import pytest
 import weft
 from weft import nn
 from weft.config import config_from_env
+from weft.cost.facts import function_facts
 from weft.fuzz.reference64 import outputs64
+from weft.ir import expr_loads
 from weft.lower.contraction import ContractionNest
 from weft.oracle import run
 from weft.testing import assert_inference_close, assert_strict_equal
@@ -38,6 +40,10 @@ def _check(fn, shapes, contract, config, positive=()):
     nests = [n for f in compiled.lowered.functions for n in f.nests if isinstance(n, ContractionNest)]
     assert len(nests) == 1 and nests[0].prologue, compiled.describe()
     assert len(compiled.lowered.functions) == 1, compiled.describe()  # no intermediate left in memory
+    private = set(nests[0].prologue)
+    assert not {load.buffer for load in expr_loads(nests[0].kernel.body)} & private  # reads what it packs
+    for function in compiled.lowered.functions:  # the cost model reads the nest (it once raised KeyError)
+        assert function_facts(function, contract).nests
     got = compiled(*arrays)
     if contract == "strict":
         assert_strict_equal((got,), (run(plan, *arrays),))

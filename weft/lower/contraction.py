@@ -357,6 +357,10 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         x, y = rewrite_factor(x), rewrite_factor(y)
         if x is None or y is None or not _float_loads(x, views) or not _float_loads(y, views):
             return None
+    # the nest's kernel reads what the nest reads (the cost model and explain count its loads);
+    # the body's own constant factors (Inference's scale) are still taken from ``kernel``
+    nest_kernel = kernel if rewrite_factor is None else \
+        dataclasses.replace(kernel, body=_replace(_replace(term, X_SLOT, x), Y_SLOT, y))
     output = views[kernel.output]
     if output.strides[[a.name for a in kernel.axes].index(column)] != 1:
         return None
@@ -382,7 +386,7 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
     stream = blocking.kc >= k and lanes in (8, 16) and \
         output_bytes >= STREAM_OUTPUT_L3_MULTIPLE * _cache_sizes()[2]
     return ContractionNest(
-        kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
+        kernel=nest_kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
         parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, stream_output=stream, output=kernel.output, members=(kernel.output,),
         ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
