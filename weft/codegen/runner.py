@@ -13,6 +13,9 @@ occurrence's buffers). Only the table grows with the depth of a plan.
 
 Both return 0, or 1 + the index of the function whose gather index was out of
 range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
+``wf_prepack(wf_in, wf_arena, wf_threads)``, called once when the plan is loaded, packs
+the weights bound with ``params=`` into the arena (``weft.lower.contraction_prepack``):
+each function with a packed view has a ``wf_pack_<name>`` twin, called per occurrence.
 """
 
 from __future__ import annotations
