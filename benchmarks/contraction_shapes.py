@@ -2,6 +2,12 @@
 
 A third arm, "plain nest", lowers the same plan without the microkernel (the
 register-blocked nest used before it), so before and after are timed side by side.
+Where the traced plan has more than one member (attention's scores: the product, then
+its scale), a fourth arm compiles it with ``fusion="greedy"``, so the tail runs as the
+microkernel's epilogue; the plain arms keep it a separate pass, as NumPy does. For
+each linear a fifth arm binds the weight with ``params=`` (its panels packed once, at
+load; ``weft.lower.contraction_prepack``) against "weft inference" packing it per call;
+a BERT-small MLP linear over 128 tokens is the shape where that share is large.
 
 Each shape is traced through ``weft.nn`` exactly as the workload reads it (a linear
 over window-partition views, over permuted attention heads, with PyTorch's (out, in)
@@ -63,6 +69,11 @@ def measure_fma_peak(threads: int, repeats: int = 5, cc: str = "cc") -> float:
         return max(rate(20_000_000, threads) for _ in range(repeats))
 
 
+FUSED_TAIL_ARM = "weft inference, tail fused (greedy)"
+BOUND_ARM = "weft inference, weight bound (params=)"
+LINEAR_PLANS = ("qkv", "proj", "fc1", "fc2", "bert_fc1")  # traced plans whose second input is a weight
+
+
 def _trace(fn, shapes, name):
     import weft
 
@@ -116,6 +127,19 @@ def vit_cases(tokens_side: int = 72, dim: int = 1024, window: int = 24, heads: i
     return cases
 
 
+def bert_cases(tokens: int = 128, hidden: int = 384, mlp: int = 1536):
+    """A BERT-small layer's MLP linear over one 128-token sequence: few rows, so packing the
+    weight on every call is a large share of the call (the bound-weight arm's case)."""
+    from weft import nn
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, tokens, hidden), dtype=np.float32)
+    w = rng.standard_normal((mlp, hidden), dtype=np.float32)
+    plan = _trace(lambda x, w: nn.linear(x, w), [x.shape, w.shape], "bert_fc1")
+    return [(f"bert linear {tokens} tokens ({hidden} -> {mlp})", plan, (x, w), lambda a, w: a @ w.T,
+             (np.ascontiguousarray(x.reshape(-1, hidden)), w), 2.0 * tokens * mlp * hidden)]
+
+
 def qwen_cases(hidden: int = 896, kv: int = 128, mlp: int = 4864):
     """Decode's matrix-vector products: (1, hidden) @ W^T for the q, k/v, gate/up and down weights."""
     from weft import nn
@@ -156,7 +180,7 @@ def contraction_shape_records(threads: int, blocks: int, interleaved, quick: boo
 
     set_blas_threads(threads)
     peak_before = measure_fma_peak(threads)
-    cases = vit_cases(tokens_side=48 if quick else 72) + qwen_cases()
+    cases = vit_cases(tokens_side=48 if quick else 72) + bert_cases() + qwen_cases()
     records = []
     for name, plan, arrays, numpy_fn, numpy_arrays, flops in cases:
         calls, served = {}, {}
@@ -168,6 +192,14 @@ def contraction_shape_records(threads: int, blocks: int, interleaved, quick: boo
             microkernel = any(isinstance(n, ContractionNest) for n in nests)
         if microkernel:
             calls["weft plain nest (inference)"] = compile_plain_nest(plan, "inference", threads).prepare(*arrays)
+        if len(plan.kernels) > 1:  # q k^T then its scale: the scale as the microkernel's epilogue
+            fused = weft.compile(plan, contract="inference", threads=threads, fusion="greedy")
+            calls[FUSED_TAIL_ARM] = fused.prepare(*arrays)
+            served["inference, tail fused"] = "; ".join(n.describe() for f in fused.lowered.functions for n in f.nests)
+        if plan.name in LINEAR_PLANS and microkernel:  # the weight bound with params=: packed once, at load
+            bound = weft.compile(plan, contract="inference", threads=threads, params={plan.inputs[1]: arrays[1]})
+            calls[BOUND_ARM] = bound.prepare(arrays[0])
+            served["inference, weight bound"] = "; ".join(n.describe() for f in bound.lowered.functions for n in f.nests)
         calls["numpy"] = lambda fn=numpy_fn, a=numpy_arrays: fn(*a)
         timing = interleaved(calls, blocks, 0.2)
         medians = timing["median_s"]
@@ -196,8 +228,8 @@ def print_shape_records(records: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title="Contractions of real workloads (Weft unfused vs NumPy, interleaved)", title_justify="left")
-    for column in ("shape", "thr", "weft inference", "weft strict", "plain nest (before)", "numpy", "inf/np",
-                   "strict/np", "spread"):
+    for column in ("shape", "thr", "weft inference", "weft strict", "plain nest (before)", "tail fused",
+                   "weight bound", "numpy", "inf/np", "strict/np", "spread"):
         table.add_column(column)
     for r in records:
         def cell(arm, r=r):
@@ -206,10 +238,10 @@ def print_shape_records(records: list[dict]) -> None:
             return (f"{r['median_s'][arm] * 1e3:.2f} ms {r['gflop_per_s'][arm]:.0f} GF/s "
                     f"({r['fraction_of_fma_peak'][arm]:.0%} pk)")
         table.add_row(r["record"], str(r["threads"]), cell("weft inference"), cell("weft strict"),
-                      cell("weft plain nest (inference)"), cell("numpy"),
+                      cell("weft plain nest (inference)"), cell(FUSED_TAIL_ARM), cell(BOUND_ARM), cell("numpy"),
                       f"{r['ratio_to_numpy']['weft inference']:.2f}x", f"{r['ratio_to_numpy']['weft strict']:.2f}x",
                       f"{r['spread']:.1%}")
-    Console(width=190).print(table)
+    Console(width=250).print(table)
     peaks = sorted({(r["threads"], r["fma_peak_flops_per_s"]) for r in records})
     print("measured FMA peak: " + ", ".join(f"{p / 1e9:.0f} GFLOP/s at {t} thread(s)" for t, p in peaks))
     print(f"load average at the end: {os.getloadavg()}; time {time.strftime('%H:%M:%S')}")

@@ -18,6 +18,7 @@ compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of ea
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -44,11 +45,12 @@ from weft.fuse import (
 )
 from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
+from weft.lower.contraction_prepack import packed_buffers, prepack_bound
 from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
-from weft.runtime.memory import ArenaPlan, plan_arena
+from weft.runtime.memory import ArenaPlan, aligned_empty, plan_arena
 from weft.runtime.record import load_record_resting, record_key, save_record
 from weft.threads import BlasThreads, thread_pools_record
 
@@ -255,6 +257,10 @@ class CompiledPlan:
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
+        if packed_buffers(lowered):  # bound weights packed into the arena now, read by every call
+            bound_inputs = (ctypes.c_void_p * max(1, len(plan.inputs)))(
+                *[self.params[name].ctypes.data if name in self.params else None for name in plan.inputs])
+            self.runner.prepack(bound_inputs, config.threads)
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
 
@@ -279,7 +285,7 @@ class CompiledPlan:
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
-            return [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+            return [aligned_empty(shape, dtype) for shape, dtype in self._output_specs]
         given = list(out) if isinstance(out, tuple | list) else [out]
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
@@ -560,7 +566,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
         deciding = ""
         if config.fusion == "priced":
             deciding = repr(sorted(decision_key_base(config, compiler_identity(config.cc)).items()))
-        key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding) if recordable else ""
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding,
+                         tuple(bound)) if recordable else ""
         recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
             if still_recorded(recorded[3], config.cache_dir):
@@ -572,6 +579,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     else:
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
+        lowered = prepack_bound(lowered, frozenset(bound))  # bound weights' panels packed once, at load
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)

@@ -188,6 +188,35 @@ def test_narrower_vectors(make_config, contract, lanes):
     assert nest.blocking.nr == 2 * lanes
 
 
+@pytest.mark.parametrize("contract", CONTRACTS)
+@pytest.mark.parametrize("columns", [64, 70])
+def test_streaming_stores_of_a_large_single_pass_output(make_config, contract, columns, monkeypatch):
+    """An output written once and larger than the threshold is stored non-temporally where
+    its rows are 64-byte aligned (64 columns) and with plain stores where they are not (70):
+    the values are the same either way (scores per head, a scale, a short fold)."""
+    import weft.lower.contraction as contraction
+
+    monkeypatch.setattr(contraction, "STREAM_OUTPUT_L3_MULTIPLE", 0)  # every single-pass output streams
+
+    def fn(q, k):
+        return nn.matmul(q, nn.transpose(k, -2, -1)) * 0.125
+
+    cache = make_config(contract).cache_dir / "stream"  # the lowering changed: not a record of another test's
+    (nest,) = _check(fn, [(3, 2, 23, 64), (3, 2, columns, 64)], contract,
+                     lambda c, **kw: config_from_env(contract=c, threads=2, cache_dir=cache, **kw), fusion="greedy",
+                     expect_epilogue=True)
+    assert nest.stream_output and "streaming stores" in nest.describe()
+
+
+def test_large_linear_outputs_are_not_streamed():
+    """fc1's output is reloaded between fold blocks (kc < K): plain stores keep it in cache."""
+    plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((5184, 1024)), weft.spec((4096, 1024)))
+    from weft.lower.contraction import lower_contraction
+
+    nest = lower_contraction(plan.kernels[0], default_views(plan), 16, "inference", 1)
+    assert nest.blocking.kc < 1024 and not nest.stream_output
+
+
 def test_split_finds_factors_and_axes():
     plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((2, 5, 8)), weft.spec((16, 8)))
     kernel = plan.kernels[0]
@@ -202,6 +231,7 @@ def test_blocking_from_caches():
     assert (b.mr, b.nr) == (6, 64)
     assert b.kc == 256 and b.mc % 6 == 0 and b.nc == 4096  # the whole width: x's row block packed once
     assert b.mc * b.kc * 4 <= 1024 * 1024 // 4 and 1024 * b.nc * 4 <= 32 * 1024 * 1024 // 2
+    assert (b.mc, -(-5184 // b.mc)) == (240, 22)  # an even count of row blocks: two threads end together
     narrow_l3 = choose_blocking(rows=5184, columns=4096, fold=1024, lanes=16, l1d=48 * 1024, l2=1024 * 1024,
                                 l3=4 * 1024 * 1024)
     assert narrow_l3.nc == 512 and not narrow_l3.parallel_batches

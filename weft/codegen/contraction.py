@@ -23,16 +23,24 @@ adds it to its own accumulator; partial sums between fold blocks wait in the out
 
 from __future__ import annotations
 
-from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
-from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Unary, UnaryOp, expr_loads
-from weft.lower.access import Access, load_access
+from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
+from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, IndexOf, Load, Unary, UnaryOp, expr_loads
+from weft.lower.access import Access, address_step, load_access
 from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
+from weft.lower.nest import LoweredFunction
 
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
 
 
 def _clean(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+
+
+def _plain(index) -> bool:
+    """No gather (``IndexOf``) anywhere in an index expression."""
+    if isinstance(index, IndexOf):
+        return False
+    return all(_plain(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
 
 
 def term_code(term, x: str, y: str) -> str:
@@ -107,6 +115,9 @@ class _ContractionWriter:
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
         self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
+        if not self.column_contiguous() and self.fold_contiguous_y():
+            self.pack_y_transposed(depth)
+            return
         if self.column_contiguous():
             self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
             self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
@@ -133,6 +144,52 @@ class _ContractionWriter:
         self.emit(depth, "}")
         if self.column_contiguous():
             self.emit(depth - 1, "}")
+
+    def fold_contiguous_y(self) -> bool:
+        """y is one plain load whose address steps by one element per fold step (a linear's
+        ``(out, in)`` weight): packed by loading vectors along the fold and transposing."""
+        y = self.nest.y_factor
+        if not isinstance(y, Load) or y.padding is not None or len(self.kernel.fold_axes) != 1:
+            return False
+        if self.views[y.buffer].dtype is not DType.FLOAT32 or not all(_plain(index) for index in y.index):
+            return False
+        return address_step(y, self.views[y.buffer].strides, self.kernel.fold_axes[0].name) == 1
+
+    def pack_y_transposed(self, depth: int) -> None:
+        """Full panels in lanes x lanes blocks: ``lanes`` columns' vectors along the fold, one
+        in-register transpose, ``lanes`` stores of a fold step's columns; the fold's remainder
+        and a partial last panel element by element. The values are copied, never computed."""
+        nest, b = self.nest, self.nest.blocking
+        lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
+        y = nest.y_factor
+        view = self.views[y.buffer]
+        fold = self.kernel.fold_axes[0].name
+        column = nest.column_axis
+        renderer = self.renderer(depth, {**self.batch_env(), column: f"wf_nb + wf_v * {lanes} + wf_c", fold: "wf_kk"})
+        vector_address = renderer.address(view, y.index)
+        scalar = self.renderer(depth, {**self.batch_env(), column: "wf_nb + wf_cc", fold: "wf_kk"})
+        scalar_address = scalar.address(view, y.index)
+        full_k = k_total // lanes * lanes
+        self.emit(depth, f"if (wf_nb + {nr} <= {n}) {{")
+        self.emit(depth + 1, f"for (long wf_kk = 0; wf_kk < {full_k}; wf_kk += {lanes}) {{")
+        self.emit(depth + 2, f"for (long wf_v = 0; wf_v < {nr // lanes}; wf_v++) {{")
+        self.emit(depth + 3, f"wf_vf wf_rows[{lanes}];")
+        self.emit(depth + 3, f"for (long wf_c = 0; wf_c < {lanes}; wf_c++) "
+                             f"wf_rows[wf_c] = wfc_load_f(&{view.pointer}[{vector_address}]);")
+        self.emit(depth + 3, "wfc_transpose_f(wf_rows);")
+        self.emit(depth + 3, f"for (long wf_l = 0; wf_l < {lanes}; wf_l++) "
+                             f"wfc_store_f(wf_dst + (wf_kk + wf_l) * {nr} + wf_v * {lanes}, wf_rows[wf_l]);")
+        self.emit(depth + 2, "}")
+        self.emit(depth + 1, "}")
+        self.emit(depth + 1, f"for (long wf_kk = {full_k}; wf_kk < {k_total}; wf_kk++)")
+        self.emit(depth + 2, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++) "
+                             f"wf_dst[wf_kk * {nr} + wf_cc] = {view.pointer}[{scalar_address}];")
+        self.emit(depth, "} else {")
+        self.emit(depth + 1, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++)")
+        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++)")
+        self.emit(depth + 3, f"wf_dst[wf_kk * {nr} + wf_cc] = wf_nb + wf_cc < {n} ? "
+                             f"{view.pointer}[{scalar_address}] : 0.0f;")
+        self.emit(depth, "}")
 
     def pack_x(self, depth: int) -> None:
         """The row block at ``wf_ic``: ``wf_xp[row / mr][kk][row % mr]`` (zeros past the rows)."""
@@ -248,9 +305,12 @@ class _ContractionWriter:
                     value = self.epilogue_value(depth + 2, r, f"wf_n0 + {v * lanes}", acc[r][v], True)
                     self.emit(depth + 2, f"{acc[r][v]} = {value};")
             self.emit(depth + 1, "}")
-        for r in range(mr):
-            for v in range(vectors):
-                self.emit(depth + 1, f"wfc_store_f(wf_o{r} + {v * lanes}, {acc[r][v]});")
+        if nest.stream_output:
+            self.stream_stores(depth + 1, acc)
+        else:
+            for r in range(mr):
+                for v in range(vectors):
+                    self.emit(depth + 1, f"wfc_store_f(wf_o{r} + {v * lanes}, {acc[r][v]});")
         self.emit(depth, "} else {")
         self.emit(depth + 1, f"float wf_t[{mr}][{nr}] __attribute__((aligned(64)));")
         for r in range(mr):
@@ -272,13 +332,61 @@ class _ContractionWriter:
             self.emit(depth + 1, "}")
         self.emit(depth, "}")
 
+    def stream_stores(self, depth: int, acc: list[list[str]]) -> None:
+        """The full tile's stores, non-temporal where the rows are 64-byte aligned (the
+        instruction requires it) and the target has them; plain stores otherwise."""
+        mr, lanes = self.nest.blocking.mr, self.nest.lanes
+        rows = " | ".join(f"(uintptr_t)wf_o{r}" for r in range(mr))
+        intrinsic, guard, vector = (("_mm512_stream_ps", "__AVX512F__", "__m512") if lanes == 16
+                                    else ("_mm256_stream_ps", "__AVX__", "__m256"))
+        self.emit(0, f"#if defined({guard})")
+        self.emit(depth, f"if ((({rows}) & {lanes * 4 - 1}) == 0) {{")
+        for r in range(mr):
+            self.emit(depth + 1, " ".join(f"{intrinsic}(wf_o{r} + {v * lanes}, ({vector}){a});"
+                                          for v, a in enumerate(acc[r])))
+        self.emit(depth, "} else")
+        self.emit(0, "#endif")
+        self.emit(depth, "{")
+        for r in range(mr):
+            self.emit(depth + 1, " ".join(f"wfc_store_f(wf_o{r} + {v * lanes}, {a});" for v, a in enumerate(acc[r])))
+        self.emit(depth, "}")
+
     # ------------------------------------------------------------------ the whole nest
+
+    def packed_offset(self) -> str:
+        """Where the panels of batch point ``wf_bt``, column block ``wf_jc`` start in the packed
+        view (every batch point's panels, then every column panel: ``nr`` x fold floats each)."""
+        nest, b = self.nest, self.nest.blocking
+        per_batch = -(-nest.columns // b.nr) * b.nr * nest.fold_points
+        return f"wf_bt * {per_batch}L + wf_jc * {nest.fold_points}L"
+
+    def write_pack(self, indent: int) -> None:
+        """The packing of y alone, into the packed view (run once, at bind): every batch point
+        and column panel, the same values the nest would pack per call."""
+        nest, b = self.nest, self.nest.blocking
+        panels = -(-nest.columns // b.nr)
+        per_block = b.nc // b.nr
+        d = indent
+        self.emit(d, f"{{ /* member {nest.name}: its y packed once ({nest.batch_points} x {panels} panels) */")
+        self.emit(d + 1, "#pragma omp parallel for schedule(static)")
+        self.emit(d + 1, f"for (long wf_pi = 0; wf_pi < {nest.batch_points * panels}L; wf_pi++) {{")
+        d += 2
+        self.emit(d, f"const long wf_bt = wf_pi / {panels}, wf_gp = wf_pi % {panels};")
+        self.emit(d, f"const long wf_jc = (wf_gp / {per_block}) * {b.nc}, wf_jp = wf_gp % {per_block};")
+        if nest.batch_axes:
+            self.decode(d, "wf_bt", nest.batch_axes, self.batch_env())
+        self.emit(d, f"float *wf_yp = {nest.packed_y.pointer} + {self.packed_offset()};")
+        self.pack_y(d)
+        d -= 2
+        self.emit(d + 1, "}")
+        self.emit(d, "}")
 
     def write(self, indent: int) -> None:
         nest, b = self.nest, self.nest.blocking
         n, k_total, m = nest.columns, nest.fold_points, nest.rows
-        shared = nest.parallel and not b.parallel_batches  # threads share y's panel (barriers)
-        groups = b.column_groups if shared else 1
+        prepacked = nest.packed_y is not None
+        shared = nest.parallel and not b.parallel_batches and not prepacked  # threads share y's panel (barriers)
+        groups = b.column_groups if (nest.parallel and not b.parallel_batches) else 1
         row_blocks = -(-m // b.mc)
         y_bytes = k_total * b.nc * 4
         d = indent
@@ -290,7 +398,7 @@ class _ContractionWriter:
             self.emit(d, "#pragma omp parallel")
         self.emit(d, "{")
         d += 1
-        if not shared:
+        if not shared and not prepacked:
             self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {y_bytes});")
         if nest.pack_x:
             x_bytes = -(-b.kc * b.mc * 4 // 64) * 64  # aligned_alloc wants a multiple of the alignment
@@ -304,12 +412,15 @@ class _ContractionWriter:
         self.emit(d, f"for (long wf_jc = 0; wf_jc < {n}; wf_jc += {b.nc}) {{")
         d += 1
         self.emit(d, f"const long wf_npanels = (wfc_minl({b.nc}, {n} - wf_jc) + {b.nr - 1}) / {b.nr};")
-        if shared:
-            self.emit(d, "#pragma omp for schedule(static)")
-        self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
-        self.pack_y(d + 1)
-        self.emit(d, "}")
-        if shared:
+        if prepacked:
+            self.emit(d, f"const float *wf_yp = {nest.packed_y.pointer} + {self.packed_offset()};")
+        else:
+            if shared:
+                self.emit(d, "#pragma omp for schedule(static)")
+            self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
+            self.pack_y(d + 1)
+            self.emit(d, "}")
+        if nest.parallel and not b.parallel_batches:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")
         self.emit(d, f"for (long wf_it = 0; wf_it < {row_blocks * groups}; wf_it++) {{")
         d += 1
@@ -334,9 +445,14 @@ class _ContractionWriter:
         for _ in range(4):  # fold blocks, row blocks, column panels, batch points
             d -= 1
             self.emit(d, "}")
+        if nest.stream_output:  # this thread's non-temporal stores reach memory before the barrier
+            guard = "__AVX512F__" if nest.lanes == 16 else "__AVX__"
+            self.emit(0, f"#if defined({guard})")
+            self.emit(d, "_mm_sfence();")
+            self.emit(0, "#endif")
         if nest.pack_x:
             self.emit(d, "free(wf_xp);")
-        if not shared:
+        if not shared and not prepacked:
             self.emit(d, "free(wf_yp);")
         d -= 1
         self.emit(d, "}")
@@ -349,3 +465,21 @@ class _ContractionWriter:
 def render_contraction(nest: ContractionNest, lines: list[str], indent: int, counter: Counter) -> None:
     """Append the C of one contraction microkernel nest to ``lines``."""
     _ContractionWriter(nest, lines, counter).write(indent)
+
+
+def render_pack_function(function: LoweredFunction) -> str:
+    """``wf_pack_<name>``: the same parameters as ``function``, packing the y of each of its
+    nests that reads a packed view (``weft.lower.contraction_prepack``), nothing else."""
+    packed = {n.packed_y.pointer for n in function.nests if isinstance(n, ContractionNest) and n.packed_y}
+    params = []
+    for view in function.params:
+        const = "" if view.pointer in packed else "const "
+        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    lines = [f"static int wf_pack_{function.name}({', '.join(params)}) {{"]
+    lines += [f"    (void){view.pointer};" for view in function.params]
+    counter = Counter()
+    for nest in function.nests:
+        if isinstance(nest, ContractionNest) and nest.packed_y is not None:
+            _ContractionWriter(nest, lines, counter).write_pack(1)
+    lines += ["    return 0;", "}", ""]
+    return "\n".join(lines)

@@ -13,13 +13,18 @@ occurrence's buffers). Only the table grows with the depth of a plan.
 
 Both return 0, or 1 + the index of the function whose gather index was out of
 range. ``wf_set_sgemm`` receives SciPy's BLAS sgemm pointer for library bodies.
+``wf_prepack(wf_in, wf_arena, wf_threads)``, called once when the plan is loaded, packs
+the weights bound with ``params=`` into the arena (``weft.lower.contraction_prepack``):
+each function with a packed view has a ``wf_pack_<name>`` twin, called per occurrence.
 """
 
 from __future__ import annotations
 
+from weft.codegen.contraction import render_pack_function
 from weft.codegen.function import render_function
 from weft.codegen.prelude import prelude
 from weft.ir import Plan
+from weft.lower.contraction_prepack import has_packed
 from weft.lower.nest import LoweredPlan
 from weft.lower.reuse import distinct_functions
 from weft.runtime.memory import ArenaPlan
@@ -88,6 +93,17 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     lines.append(_array("int", "wf_step_caller", steps))
     lines.append(_array("int", "wf_step_args", starts))
     lines.append(_array("int", "wf_args", arguments))
+    packers: dict[str, int] = {}
+    pack_lines = []
+    for function in distinct_functions(lowered.functions):
+        if has_packed(function):
+            packers[function.name] = len(packers)
+            args = ", ".join(f"wf_p[wf_a[{n}]]" for n in range(len(function.params)))
+            lines.append(f"static int wf_pack_call_{packers[function.name]}(void *const *wf_p, const int *wf_a) "
+                         f"{{ return wf_pack_{function.name}({args}); }}")
+    for step, function in enumerate(lowered.functions):
+        if function.name in packers:
+            pack_lines.append(f"    wf_pack_call_{packers[function.name]}(wf_p, wf_args + wf_step_args[{step}]);")
     lines.append(_array("signed char", "wf_slot_kind", [kind for kind, _ in table]))
     lines.append(_array("long", "wf_slot_where", [where for _, where in table]))
     lines += [
@@ -108,6 +124,21 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
         "        if (wf_seconds) wf_seconds[wf_k] += wfc_now() - wf_t0;",
         "    }",
         "    return 0;", "}", "",
+        "/* weights packed at bind (weft.lower.contraction_prepack): run once when the plan is loaded,",
+        "   with the bound inputs (others may be null) */",
+        "int wf_prepack(void *const *wf_in, char *wf_arena, int wf_threads) {",
+        "#ifdef _OPENMP",
+        "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
+        "#endif",
+        f"    void *wf_p[{max(1, len(table))}];",
+        f"    for (long wf_s = 0; wf_s < {len(table)}; wf_s++) {{",
+        "        long wf_w = wf_slot_where[wf_s];",
+        "        wf_p[wf_s] = wf_slot_kind[wf_s] == 0 ? wf_in[wf_w] : wf_slot_kind[wf_s] == 1 ? (void *)0"
+        " : (void *)(wf_arena + wf_w);",
+        "    }",
+        "    (void)wf_p;",
+        *pack_lines,
+        "    return 0;", "}", "",
         "int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads) {",
         "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, 0);", "}", "",
         "int wf_run_profile(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
@@ -124,5 +155,6 @@ def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     parts = [f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
              f" contract {lowered.contract} */", prelude(lowered.lanes), _GLOBALS]
     parts += [render_function(function) for function in distinct]
+    parts += [render_pack_function(function) for function in distinct if has_packed(function)]
     parts.append(_runner(plan, lowered, arena))
     return "\n".join(parts)

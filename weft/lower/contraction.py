@@ -38,6 +38,11 @@ An **epilogue** (fusion's elementwise tail: bias, activation, residual, scale)
 is an expression over ``acc_at(kernel)`` (the finished sum of one output point) and loads
 at the output point; it runs on the register tile before the store, and the
 nest then writes ``output`` (the tail's last member) instead of the contraction.
+A **prologue** (elementwise producers of a factor: a norm's scale and shift, an
+activation) is inlined into the factor, so packing evaluates it
+(``weft.lower.contraction_prologue``). A y that reads only weights bound with
+``params=`` is packed once at load into ``packed_y`` (``weft.lower.contraction_prepack``).
+A large output written in one pass (``kc`` = K) is stored non-temporally.
 """
 
 from __future__ import annotations
@@ -96,6 +101,12 @@ MIN_FOLD = 4
 # that only this many micro-panels share (attention's probabilities x V has one panel).
 DIRECT_X_MAX_PANELS = 4
 
+# An output at least this large (a multiple of L3), written once (a single fold block: no
+# partial sums reloaded), is stored with non-temporal stores: no read-for-ownership of
+# lines that will never be read back from cache (attention's unfused q k^T: 144 x 576 x 576
+# floats, 191 MB, written at up to the memory bandwidth at two threads).
+STREAM_OUTPUT_L3_MULTIPLE = 2
+
 # Batch points at which threads take whole batch points (attention's heads): no barrier at all.
 BATCH_PARALLEL_MIN = 8
 
@@ -132,7 +143,8 @@ def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2
     - kc: an ``mr x kc`` micro-panel of x takes at most an eighth of L1 (it is read once
       per micro-tile while y's micro-panel streams);
     - mc: the packed ``mc x kc`` row block of x takes at most a quarter of L2, and at
-      least TARGET_ITEMS row blocks exist when the rows allow it;
+      least TARGET_ITEMS row blocks exist when the rows allow it; their count is even (so
+      two threads finish together: 5184 rows are 22 blocks of 240, not 21 of 252);
     - nc: y is packed for the whole fold at once (``fold x nc``: one barrier per column
       panel, not one per fold block: a thread that shares its core with another process
       stalls every barrier); the panel takes at most half of L3, or, when batch points
@@ -148,6 +160,11 @@ def choose_blocking(rows: int, columns: int, fold: int, lanes: int, l1d: int, l2
         return Blocking(mr, nr, kc, min(mc_cache, -(-rows // mr) * mr), all_columns, 1, True)
     per_item = -(-rows // TARGET_ITEMS)
     mc = min(mc_cache, -(-per_item // mr) * mr)
+    blocks = -(-rows // mc)
+    if blocks > 1 and blocks % 2:  # an even count of near-equal row blocks: two threads (or four)
+        blocks += 1                 # end together instead of one running the odd block alone
+        per_block = -(-rows // blocks)
+        mc = max(mr, -(-per_block // mr) * mr)
     nc = min(all_columns, max(nr, (l3 // 2 // (fold * 4)) // nr * nr))
     row_blocks = -(-rows // mc)
     panels = -(-nc // nr)
@@ -182,8 +199,11 @@ class ContractionNest:
     scale: float = 1.0
     pack_x: bool = True  # False: x is one unit-stride load along the fold, read in place (few column panels)
     epilogue: Expr | None = None
+    packed_y: BufferView | None = None  # y packed once at bind (weft.lower.contraction_prepack), read here
+    stream_output: bool = False  # full tiles stored with non-temporal stores (see STREAM_OUTPUT_L3_MULTIPLE)
     output: str = ""
     members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
+    prologue: tuple[str, ...] = ()  # fused producers of a factor, evaluated while packing it
     ranges: tuple[AxisRange, ...] = ()
 
     @property
@@ -224,7 +244,13 @@ class ContractionNest:
         batch = f"{self.batch_points} x " if self.batch_axes else ""
         kind = "FMA" if self.fma else "oracle order" if self.contract == "strict" else "terms"
         tail = f"; epilogue {' '.join(self.members[1:])}" if self.epilogue is not None else ""
+        if self.prologue:
+            tail = f"; prologue {' '.join(self.prologue)} while packing" + tail
         packing = "x, y packed" if self.pack_x else "y packed, x in place"
+        if self.packed_y is not None:
+            packing = packing.replace("y packed", "y packed at bind")
+        if self.stream_output:
+            packing += "; streaming stores"
         text = (f"{self.name}: contraction microkernel {batch}{self.rows}x{self.columns}x{self.fold_points} "
                 f"(rows {'*'.join(self.row_axes)}, columns {self.column_axis}); tile {b.mr}x{b.nr}, {kind}; {packing}; "
                 f"kc {b.kc}, mc {b.mc}, nc {b.nc}{tail}; {'parallel' if self.parallel else 'serial'}")
@@ -319,12 +345,22 @@ def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) 
 
 
 def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, contract: str,
-                      parallel_min_work: int) -> ContractionNest | None:
-    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves."""
+                      parallel_min_work: int, rewrite_factor=None) -> ContractionNest | None:
+    """The microkernel nest for ``kernel``, or None when it is not a contraction it serves.
+    ``rewrite_factor`` (a fused prologue, ``weft.lower.contraction_prologue``) maps each factor
+    to what packing evaluates instead (None: refused)."""
     split = split_contraction(kernel, views)
     if split is None:
         return None
     x, y, term, rows, column, batch = split
+    if rewrite_factor is not None:
+        x, y = rewrite_factor(x), rewrite_factor(y)
+        if x is None or y is None or not _float_loads(x, views) or not _float_loads(y, views):
+            return None
+    # the nest's kernel reads what the nest reads (the cost model and explain count its loads);
+    # the body's own constant factors (Inference's scale) are still taken from ``kernel``
+    nest_kernel = kernel if rewrite_factor is None else \
+        dataclasses.replace(kernel, body=_replace(_replace(term, X_SLOT, x), Y_SLOT, y))
     output = views[kernel.output]
     if output.strides[[a.name for a in kernel.axes].index(column)] != 1:
         return None
@@ -344,12 +380,15 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
     pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
         blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
-    touched = dict.fromkeys((kernel.output, *kernel.reads))
+    touched = dict.fromkeys((kernel.output, *(load.buffer for load in expr_loads(x) + expr_loads(y))))
     work = m * n * k * batches
+    output_bytes = m * n * batches * 4
+    stream = blocking.kc >= k and lanes in (8, 16) and \
+        output_bytes >= STREAM_OUTPUT_L3_MULTIPLE * _cache_sizes()[2]
     return ContractionNest(
-        kernel=kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
+        kernel=nest_kernel, x_factor=x, y_factor=y, term=term, row_axes=rows, column_axis=column, batch_axes=batch,
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
-        parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, output=kernel.output, members=(kernel.output,),
+        parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, stream_output=stream, output=kernel.output, members=(kernel.output,),
         ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
     )
 

@@ -36,6 +36,7 @@ from weft.ir import (
     walk_expr,
 )
 from weft.lower.contraction import ACC_BUFFER, ContractionNest, acc_at, lower_contraction
+from weft.lower.contraction_prologue import prologue_inliner, split_region
 from weft.lower.nest import BufferView, LoweredFunction
 
 
@@ -123,22 +124,34 @@ def lower_contraction_region(plan: Plan, members: tuple[str, ...], outputs: tupl
     (row-major, same shape), since partial sums wait in it between fold blocks."""
     if tuple(outputs) != (members[-1],):
         return None
-    found = epilogue_of(plan, members)
-    if found is None:
+    split = split_region(plan, members)
+    if split is None:
         return None
-    first, epilogue = found
+    prologue, rest = split
+    if len(rest) > 1:
+        found = epilogue_of(plan, rest)
+        if found is None:
+            return None
+        first, epilogue = found
+    elif prologue:
+        first, epilogue = plan.kernel(rest[0]), None
+    else:
+        return None
+    rewrite = prologue_inliner(plan, prologue) if prologue else None
+    if prologue and rewrite is None:
+        return None
     out_view, first_view = views[members[-1]], views[first.output]
     if out_view.shape != first_view.shape or out_view.strides != first_view.strides or \
             any(o != 0 for o in out_view.offsets):
         return None
     # the contraction's result is addressed through the final output's view
     local = {**views, first.output: dataclasses.replace(out_view, buffer=first.output)}
-    nest = lower_contraction(first, local, lanes, contract, parallel_min_work)
+    nest = lower_contraction(first, local, lanes, contract, parallel_min_work, rewrite_factor=rewrite)
     if nest is None:
         return None
-    reads = {load.buffer for load in _loads(epilogue)}
+    reads = {load.buffer for load in _loads(epilogue)} if epilogue is not None else set()
     touched = dict.fromkeys((members[-1], *(v.buffer for v in nest.views if v.buffer != first.output), *sorted(reads)))
-    nest = dataclasses.replace(nest, epilogue=epilogue, output=members[-1], members=members,
+    nest = dataclasses.replace(nest, epilogue=epilogue, output=members[-1], members=rest, prologue=prologue,
                                views=(*tuple(views[name] for name in touched), local[first.output]))
     params = tuple(views[name] for name in touched)
     return LoweredFunction(name=function_name(), members=members, nests=(nest,), params=params,

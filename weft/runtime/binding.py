@@ -101,6 +101,13 @@ class NativeRunner:
         with self.lock:
             return self.run_fn(inputs, outputs, self.arena_address, threads)
 
+    def prepack(self, inputs, threads: int) -> None:
+        """Fill the arena's packed weights (``wf_prepack``) from the bound inputs, once."""
+        prepack = self.library.wf_prepack
+        prepack.restype, prepack.argtypes = ctypes.c_int, [_POINTERS, ctypes.c_void_p, ctypes.c_int]
+        with self.lock:
+            prepack(inputs, self.arena_address, self.threads_here(threads))
+
     def run_profile(self, inputs, outputs, threads: int, repeats: int) -> tuple[int, list[float]]:
         threads = self.threads_here(threads)
         seconds = (ctypes.c_double * max(self.functions, 1))()

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from weft.ir import Plan, Role
+from weft.lower.contraction_prepack import packed_buffers
 from weft.lower.nest import LoweredPlan
 
 ALIGNMENT = 64
@@ -79,7 +82,23 @@ def plan_arena(plan: Plan, lowered: LoweredPlan) -> ArenaPlan:
             offset = max(offset, stop)
         placed.append(Placement(name, offset, buffers[name].nbytes, first, last))
     total = max((p.offset + _align(p.nbytes) for p in placed), default=0)
+    # weights packed at bind (weft.lower.contraction_prepack): written once, read by every call
+    for name, nbytes in packed_buffers(lowered).items():
+        placed.append(Placement(name, total, nbytes, 0, len(lowered.functions)))
+        total += _align(nbytes)
     return ArenaPlan(tuple(sorted(placed, key=lambda p: p.offset)), total)
+
+
+def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """``numpy.empty`` whose data starts on an ALIGNMENT boundary (NumPy guarantees 16 bytes):
+    a full vector store never splits a cache line, and the contraction's non-temporal
+    stores (which require it) can serve a plan's outputs."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    nbytes = max(1, count) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + nbytes].view(dtype)[:count].reshape(shape)
 
 
 def intermediate_bytes_unshared(plan: Plan) -> int:

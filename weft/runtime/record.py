@@ -56,13 +56,15 @@ def weft_source_digest() -> str:
     return digest.hexdigest()
 
 
-def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: bool, deciding: str = "") -> str:
+def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: bool, deciding: str = "",
+               bound: tuple[str, ...] = ()) -> str:
     """``deciding``: what else the decisions depend on (``fusion="priced"``: the decision
-    record's key fields, threads, machine profile and compiler among them)."""
+    record's key fields, threads, machine profile and compiler among them). ``bound``: the
+    inputs bound at compile (``params=``: their weights may be packed at load)."""
     # enum members' ``_value_`` is their value (``.value`` is a descriptor call per access)
     buffers = [(buffer.name, buffer.shape, buffer.dtype._value_, buffer.role._value_) for buffer in plan.buffers]
     text = repr((FORMAT, plan.name, buffers, plan.kernels, plan.inputs, plan.outputs,
-                 fusion, contract, lanes, use_blas, weft_source_digest(), deciding))
+                 fusion, contract, lanes, use_blas, weft_source_digest(), deciding, tuple(sorted(bound))))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
