@@ -21,6 +21,7 @@ import re
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
 from weft.codegen.render import NestWriter, combine, fold_identity
+from weft.codegen.online_scores import write_block, write_row_packing
 from weft.codegen.values import c_value
 from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
 from weft.ir.substitute import substitute_axes
@@ -55,6 +56,7 @@ class OnlinePassWriter:
         self.row_counts = online_pass.row_counts
         self.rounded = online_pass.rounded
         self.name = online_pass.name
+        self.scores = online_pass.scores
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
 
@@ -138,8 +140,13 @@ class OnlinePassWriter:
                 emit(depth, f"{ctype} {dependent.accumulator}_p{k}[{self.row_count * self.block}] __attribute__((aligned(64)));")
         if self.rounded:
             emit(depth, f"{ctype} wo_t[{self.block}] __attribute__((aligned(64)));  /* this row's reference terms */")
+        if self.scores is not None:
+            write_row_packing(self.scores, self.local_views, self.rows, self.row_flat, self.row_count, lines, depth,
+                              counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
-        for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
+        if self.scores is not None:  # this block of the scores on the register tile
+            write_block(self.scores, self.local_views, self.rows, self.row_flat, lines, depth + 1, counter)
+        for nest in () if self.scores is not None else self.streamed_nests:  # else by their own nests
             NestWriter(nest, lines, counter).write(depth + 1)
         inner = self._row_loops(lines, depth + 1)
         emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{self.row_flat}]}}; {ctype} wo_ref_new[1];")

@@ -89,6 +89,7 @@ from weft.lower.fused import (
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
+from weft.lower.online_scores import PackedScores, packed_scores
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
@@ -140,6 +141,7 @@ class OnlinePass:
     fold_lanes: bool = False  # Inference: vectors along the pass axis
     row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
     rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
+    scores: PackedScores | None = None  # the streamed contraction on the register tile (online_scores)
 
     @property
     def name(self) -> str:
@@ -282,9 +284,14 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     if not streamed and not rounded:  # nothing to compute per block: each row walks the whole axis
         block = online.extent
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
+    scores = None
+    if len(streamed) == 1 and fold_lanes:
+        (name,) = streamed
+        scores = packed_scores(plan.kernel(name), envs[name], rows[-1][1], {var for _, var, _, _ in rows[:-1]},
+                               local_views, online.extent, block, target.lanes, set(region.members))
     return OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, fold_lanes, tuple(counts), rounded,
+        target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
 
 

@@ -1,0 +1,121 @@
+"""The one pass's streamed contraction (attention's scores) on the packed register tile.
+
+Inside the one pass (``weft.lower.online``) a streamed member computes one tile of rows by
+one block of the pass axis at a time. When that member is a contraction whose column axis is
+the pass axis (``s[b, h, i, j] = sum_d q[b, h, i, d] * k[b, h, j, d]``), it runs as the
+contraction microkernel's register tile instead of its own member nest:
+
+- the column factor (``k``) is packed **once per function call**, before the tile loop, into
+  key blocks ``kp[batch point][block][d][block columns]`` (zeros past the pass axis), so every
+  query tile reads the same packed panel (its gathers are paid once, not once per tile);
+- the row factor (``q``) is packed once per tile into ``qp[row][d]``;
+- a block of scores is ``MICRO_ROWS`` rows x ``block`` columns of FMA accumulators over ``d``
+  (6 x 4 vectors = 24 of the 32 AVX-512 registers, as in ``weft.lower.contraction``), stored to
+  the block scratch the rest of the pass already reads.
+
+Before/after (attention 5184 x 32, one head, 16 lanes)::
+
+    s block: member nest, k gathered into a panel per query tile and key block
+    s block: PackedScores(row axis i, column axis j, fold d = 32, 6 x 64 register tile,
+             k packed once into 81 blocks of 32 x 64)
+
+Inference only (the pass is). Each score is one FMA chain over ``d`` ascending.
+The packed column factor reads only the function's inputs (a factor computed inside the
+region is produced per tile, after the packing would run): otherwise None (the member nest).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from weft.ir import DType, Expr, Kernel, expr_loads
+from weft.lower.contraction import MICRO_ROWS, split_contraction
+from weft.lower.nest import BufferView
+
+MICRO_VECTORS = 4
+"""Vectors of columns per register-tile row (6 x 4 accumulators, as the contraction microkernel)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackedScores:
+    """The streamed contraction of a one pass on the register tile (module doc)."""
+
+    kernel: Kernel
+    x_factor: Expr  # the row factor (q), packed per tile
+    y_factor: Expr  # the column factor (k), packed once per call
+    row_axis: str  # the contraction's row axis (i), walked by the pass's last row variable
+    column_axis: str  # the contraction's column axis (j): the pass axis
+    fold_axis: str  # d
+    batch_axes: tuple[tuple[str, int], ...]  # (axis, extent): one packed panel per point
+    env: tuple[tuple[str, str], ...]  # the contraction's axes -> the pass's row variables
+    depth: int  # points of the fold (d)
+    extent: int  # points of the pass axis
+    block: int  # columns per key block (the pass's block)
+    lanes: int
+    rows: int = MICRO_ROWS
+    packed_k: str = "wa_kp"
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.extent // self.block)
+
+    @property
+    def batch_points(self) -> int:
+        return math.prod(extent for _, extent in self.batch_axes)
+
+    @property
+    def panel_floats(self) -> int:
+        """Floats of one batch point's packed column factor."""
+        return self.blocks * self.depth * self.block
+
+    def describe(self) -> str:
+        batch = f"{self.batch_points} x " if self.batch_axes else ""
+        return (f"{self.kernel.output}: packed register tile {self.rows}x{self.block} over {self.fold_axis} "
+                f"({self.depth}), {batch}{self.blocks} key blocks packed once per call")
+
+
+def packed_scores(
+    kernel: Kernel, env: dict[str, str], row_var: str, row_outer_vars: set[str], views: dict[str, BufferView],
+    extent: int, block: int, lanes: int, private: set[str],
+) -> PackedScores | None:
+    """The register-tile form of the streamed member ``kernel`` (module doc), or None.
+
+    ``env``: the member's axes -> the pass's variables (rows, and ``wo_j`` for the pass axis);
+    ``row_var``: the pass's last (innermost) row variable; ``row_outer_vars``: the others.
+    """
+    if block != MICRO_VECTORS * lanes or lanes < 4:
+        return None
+    split = split_contraction(kernel, views)
+    if split is None or len(kernel.fold_axes) != 1:
+        return None
+    x, y, _term, rows, column, batch = split
+    if env.get(column) != "wo_j" or len(rows) != 1 or env.get(rows[0]) != row_var:
+        return None
+    if any(env.get(axis) not in row_outer_vars for axis in batch):
+        return None
+    if kernel.body != _product(kernel.body):
+        return None
+    if {load.buffer for load in expr_loads(y)} & private:
+        return None  # produced inside the region: not ready before the tile loop
+    if any(views[load.buffer].dtype is not DType.FLOAT32 for load in expr_loads(x) + expr_loads(y)):
+        return None
+    extents = {axis.name: axis.extent for axis in kernel.all_axes}
+    fold = kernel.fold_axes[0]
+    return PackedScores(
+        kernel=kernel, x_factor=x, y_factor=y, row_axis=rows[0], column_axis=column, fold_axis=fold.name,
+        batch_axes=tuple((axis, extents[axis]) for axis in batch), env=tuple(env.items()), depth=fold.extent,
+        extent=extent, block=block, lanes=lanes,
+    )
+
+
+def _product(expr: Expr) -> Expr:
+    """``expr`` itself when it is a product of exactly two non-constant factors (the body
+    after ``factor_streamed_constants``): the tile computes ``sum x * y`` with nothing else."""
+    from weft.ir import Binary, BinaryOp, Const
+
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL and not isinstance(expr.left, Const) \
+            and not isinstance(expr.right, Const) and not (isinstance(expr.left, Binary) and expr.left.op is BinaryOp.MUL) \
+            and not (isinstance(expr.right, Binary) and expr.right.op is BinaryOp.MUL):
+        return expr
+    return None
