@@ -22,6 +22,7 @@ import re
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
 from weft.codegen.render import NestWriter, combine, fold_identity
 from weft.codegen.online_scores import write_block, write_row_packing
+from weft.codegen.online_tile import write_tile_block
 from weft.codegen.values import c_value
 from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
 from weft.ir.substitute import substitute_axes
@@ -57,6 +58,7 @@ class OnlinePassWriter:
         self.rounded = online_pass.rounded
         self.name = online_pass.name
         self.scores = online_pass.scores
+        self.tile = online_pass.tile
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
 
@@ -144,6 +146,11 @@ class OnlinePassWriter:
             write_row_packing(self.scores, self.local_views, self.rows, self.row_flat, self.row_count, lines, depth,
                               counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
+        if self.tile is not None:  # a full key block: every fold on the scores' register tile
+            emit(depth + 1, f"if (wo_jb + {self.block} <= {extent}) {{")
+            write_tile_block(self, lines, depth + 2, counter)
+            emit(depth + 2, "continue;")
+            emit(depth + 1, "}")
         if self.scores is not None:  # this block of the scores on the register tile
             write_block(self.scores, self.local_views, self.rows, self.row_flat, lines, depth + 1, counter)
         for nest in () if self.scores is not None else self.streamed_nests:  # else by their own nests

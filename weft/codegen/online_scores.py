@@ -87,9 +87,12 @@ def write_row_packing(scores: PackedScores, views: dict[str, BufferView], rows, 
         _emit(lines, depth, "}")
 
 
-def write_block(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, lines: list[str],
-                depth: int, counter: Counter) -> None:
-    """This key block (``wo_jb``) of the scores for every row of the tile, into their block scratch."""
+def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, lines: list[str],
+                     depth: int, counter: Counter) -> tuple[int, str]:
+    """Opens a scope, the loops over the tile's outer rows and its row groups, and leaves the
+    group's scores of this key block in registers ``wa_a{r}_{v}`` (rows ``wa_i{r}``, clamped
+    to the tile's last row). Returns (depth inside the group loop, the rows' stop as C);
+    the caller closes the group loop, the outer row loops and the scope."""
     lanes, block, mr = scores.lanes, scores.block, scores.rows
     vectors = block // lanes
     env = dict(scores.env)
@@ -123,6 +126,16 @@ def write_block(scores: PackedScores, views: dict[str, BufferView], rows, row_fl
         for v in range(vectors):
             _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
     _emit(lines, inner, "}")
+    return inner, stop_code
+
+
+def write_block(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, lines: list[str],
+                depth: int, counter: Counter) -> None:
+    """This key block (``wo_jb``) of the scores for every row of the tile, into their block scratch."""
+    lanes, mr = scores.lanes, scores.rows
+    vectors = scores.block // lanes
+    env = dict(scores.env)
+    inner, stop_code = write_score_tile(scores, views, rows, row_flat, lines, depth, counter)
     view = views[scores.kernel.output]
     renderer = _renderer(scores, views, lines, inner, counter, env)
     for r in range(mr):
@@ -135,10 +148,11 @@ def write_block(scores: PackedScores, views: dict[str, BufferView], rows, row_fl
                 for axis in scores.kernel.axes
             )
             address = renderer.address(view, positions)
-            _emit(lines, inner + 1, f"wfc_store_f(&{view.pointer}[{address}], {acc[r][v]});")
+            _emit(lines, inner + 1, f"wfc_store_f(&{view.pointer}[{address}], wa_a{r}_{v});")
         _emit(lines, inner, "}")
+    depth = inner - 1
     _emit(lines, depth, "}")
-    for _ in outer:
+    for _ in rows[:-1]:
         depth -= 1
         _emit(lines, depth, "}")
     depth -= 1

@@ -89,7 +89,7 @@ from weft.lower.fused import (
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
-from weft.lower.online_scores import PackedScores, packed_scores
+from weft.lower.online_scores import PackedScores, TileFold, packed_scores, tile_fold
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
@@ -142,6 +142,7 @@ class OnlinePass:
     row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
     rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
     scores: PackedScores | None = None  # the streamed contraction on the register tile (online_scores)
+    tile: TileFold | None = None  # the folds on that register tile, full key blocks (online_scores)
 
     @property
     def name(self) -> str:
@@ -289,10 +290,12 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         (name,) = streamed
         scores = packed_scores(plan.kernel(name), envs[name], rows[-1][1], {var for _, var, _, _ in rows[:-1]},
                                local_views, online.extent, block, target.lanes, set(region.members))
-    return OnlinePass(
+    online_pass = OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
+    tile = tile_fold(online_pass, target.lanes)
+    return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 
 def block_views(

@@ -119,3 +119,60 @@ def _product(expr: Expr) -> Expr:
             and not (isinstance(expr.right, Binary) and expr.right.op is BinaryOp.MUL):
         return expr
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class TileFold:
+    """The pass's folds applied on the scores' register tile, for every full key block.
+
+    Per group of ``MICRO_ROWS`` rows: the reference terms from the accumulators, the block
+    max (one horizontal reduction per row), one rescale per row when it moved, the terms of
+    each dependent without an axis of its own (the row sum, a vector accumulator per row),
+    and for the one dependent with an axis of its own (the output's ``e``) whose term is
+    ``p * rest`` (``p = exp(t - m)`` along the pass axis, ``rest = V[j, e]`` the same for
+    every row): ``p`` parked in a row-group scratch, then ``rows x chunk_vectors`` output
+    accumulators take every key of the block (the contraction microkernel's tile, ``p``
+    broadcast, ``rest`` a vector along ``e``). A partial last block runs the general pass.
+    """
+
+    value_dependent: int | None  # index into OnlinePass.dependents
+    hoisted: Expr | None  # p: varies along the pass axis, not along the extra axis
+    rest: Expr | None  # the same for every row
+    chunk_vectors: int = 0  # output vectors per register tile row
+
+
+def tile_fold(online_pass, lanes: int) -> TileFold | None:
+    """The register-tile form of ``online_pass``'s folds (``TileFold``), or None: the
+    reference folds a max, every dependent a sum, and at most one dependent has an axis of
+    its own, a whole number of vectors long, with a ``p * rest`` term as above."""
+    from weft.ir import Binary, BinaryOp, Combiner, expr_axes
+
+    if online_pass.scores is None or online_pass.online.reference_combiner is not Combiner.MAX:
+        return None
+    row_var = online_pass.rows[-1][1]
+    value, hoisted, rest, chunk = None, None, None, 0
+    for number, dependent in enumerate(online_pass.dependents):
+        if dependent.fold.combiner is not Combiner.SUM:
+            return None
+        if not dependent.extras:
+            continue
+        if value is not None or len(dependent.extras) != 1:
+            return None
+        extra_axis = dependent.extras[0][0]
+        if extra_axis.extent % lanes:
+            return None
+        term, fold_axis = dependent.fold.term, dependent.fold.fold_axis
+        if not (isinstance(term, Binary) and term.op is BinaryOp.MUL):
+            return None
+        row_axes = {axis for axis, var in dependent.env if var == row_var}
+        for p, r in ((term.left, term.right), (term.right, term.left)):
+            p_axes, r_axes = expr_axes(p), expr_axes(r)
+            if fold_axis in p_axes and extra_axis.name not in p_axes and not (r_axes & row_axes):
+                hoisted, rest = p, r
+                break
+        else:
+            return None
+        value = number
+        vectors = extra_axis.extent // lanes
+        chunk = next(c for c in (4, 3, 2, 1) if vectors % c == 0)
+    return TileFold(value, hoisted, rest, chunk)

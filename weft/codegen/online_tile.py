@@ -1,0 +1,223 @@
+"""C for the one pass's folds on the scores' register tile (``weft.lower.online_scores.TileFold``).
+
+For a full key block (``wo_jb + block <= extent``), per group of ``mr`` rows of the tile::
+
+    acc[r][v] = sum_d qp[r][d] * kp[jb][d][v]                   /* scores, 6 x 4 vectors */
+    t[r][v] = reference term(acc[r][v])                         /* scale, mask: in registers */
+    new[r] = max(ref[r], hmax(max_v t[r][v]))                   /* one shuffle tree per row */
+    if new[r] != ref[r]: c[r] = exp(b(new) - b(ref)), restart[r] = ref[r] == -inf
+    l_v[r] = restart ? 0 : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
+    p[r][:] = exp(t[r][v] - new[r])                             /* parked for the tile below */
+    for chunk of e:  o[r][e] = restart ? 0 : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
+
+A duplicate row (the group past the tile's last row repeats it) computes the same values and
+writes no state but its output tile, which equals the real row's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from weft.codegen.body import SCALAR_TYPE, Value, scalar_unary
+from weft.codegen.online_scores import write_score_tile
+from weft.codegen.render import fold_identity
+from weft.codegen.values import c_value
+from weft.ir import AxisIndex, DType, UnaryOp, expr_loads
+from weft.ir.substitute import substitute_axes
+
+
+def _emit(lines: list[str], depth: int, text: str) -> None:
+    lines.append("    " * depth + text)
+
+
+def hmax_code(value: str, lanes: int) -> list[str]:
+    """Statements folding the lanes of vector ``value`` with ``wfc_max_f`` (lane 0 holds the max)."""
+    out, step = [], lanes // 2
+    while step:
+        order = ", ".join(str((i + step) % lanes) for i in range(lanes))
+        out.append(f"{value} = wfc_max_f({value}, WFC_SHUFFLE2({value}, {value}, {order}));")
+        step //= 2
+    return out
+
+
+class TileBlockWriter:
+    """Writes one full key block of the pass on the register tile (module doc)."""
+
+    def __init__(self, writer) -> None:  # an OnlinePassWriter (its renderers and slots)
+        self.w = writer
+        self.scores = writer.scores
+        self.tile = writer.tile
+        self.lanes = writer.lanes
+        self.mr = self.scores.rows
+        self.vectors = self.scores.block // self.lanes
+        self.row_var = writer.rows[-1][1]
+
+    def _sub(self, text: str, r: int) -> str:
+        return re.sub(rf"\b{self.row_var}\b", f"wa_i{r}", text)
+
+    def _env(self, env: dict[str, str], r: int, step: str | None) -> dict[str, str]:
+        out = {}
+        for axis, var in env.items():
+            if var == self.row_var:
+                out[axis] = f"wa_i{r}"
+            elif var == self.w.step and step is not None:
+                out[axis] = step
+            else:
+                out[axis] = var
+        return out
+
+    def write(self, lines: list[str], depth: int, counter) -> None:
+        w, lanes, mr = self.w, self.lanes, self.mr
+        dtype = DType.FLOAT32
+        online, reference = w.online, w.reference
+        identity = fold_identity(online.reference_combiner, dtype)
+        header = write_score_tile(self.scores, w.local_views, w.rows, w.row_flat, lines, depth, counter)
+        inner, stop_code = header
+        flats = [self._sub(w.row_flat, r) for r in range(mr)]
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, w.rows, strict=True)}
+        env_ref[online.reference_axis] = w.step
+        score_loads = [load for load in expr_loads(online.reference_term) if load.buffer == self.scores.kernel.output]
+        terms = {}
+        # the reference terms and the block max of each row
+        for r in range(mr):
+            _emit(lines, inner, f"float wa_old{r}[1] = {{wo_ref[{flats[r]}]}}; float wa_new{r}[1];")
+            maxima = []
+            for v in range(self.vectors):
+                env = self._env(env_ref, r, f"(wo_jb + {v * lanes})")
+                renderer = w._renderer(lines, inner, counter, env, {})
+                renderer.vector_axis = online.reference_axis
+                for load in score_loads:
+                    renderer.memo[renderer.memo_key(load, True)] = Value(f"wa_a{r}_{v}", dtype, True)
+                value = renderer.splat(renderer.render(online.reference_term))
+                terms[r, v] = f"wa_t{r}_{v}"
+                _emit(lines, inner, f"const wf_vf wa_t{r}_{v} = {value};")
+                maxima.append(f"wa_t{r}_{v}")
+            while len(maxima) > 1:
+                maxima = [f"wfc_max_f({a}, {b})" for a, b in zip(maxima[::2], maxima[1::2], strict=False)] + \
+                    (maxima[-1:] if len(maxima) % 2 else [])
+            _emit(lines, inner, f"wf_vf wa_m{r} = {maxima[0]};")
+            for statement in hmax_code(f"wa_m{r}", lanes):
+                _emit(lines, inner, statement)
+            _emit(lines, inner, f"wa_new{r}[0] = wfc_smax_f(wa_old{r}[0], wa_m{r}[0]);")
+        # one rescale factor per row and dependent, when the reference moved
+        for r in range(mr):
+            _emit(lines, inner, f"int wa_z{r} = 0; (void)wa_z{r};")
+            for k, dependent in enumerate(w.dependents):
+                if dependent.fold.exponent is None:
+                    continue
+                _emit(lines, inner, f"float wa_c{k}_{r} = 1.0f;")
+            _emit(lines, inner, f"if (wa_new{r}[0] != wa_old{r}[0]) {{")
+            _emit(lines, inner + 1, f"wa_z{r} = wa_old{r}[0] == {identity};")
+            for k, dependent in enumerate(w.dependents):
+                if dependent.fold.exponent is None:
+                    continue
+                env = self._env(dict(dependent.env), r, None)
+                new = w._renderer(lines, inner + 1, counter, env, {reference.output: f"wa_new{r}"},
+                                  dependent.kernel).render(dependent.fold.exponent)
+                old = w._renderer(lines, inner + 1, counter, env, {reference.output: f"wa_old{r}"},
+                                  dependent.kernel).render(dependent.fold.exponent)
+                factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
+                _emit(lines, inner + 1, f"wa_c{k}_{r} = {factor};")
+            _emit(lines, inner, "}")
+        # the dependents' terms: vector sums per row, p parked for the value tile
+        block = self.scores.block
+        if self.tile.value_dependent is not None:
+            _emit(lines, inner, f"float wa_p[{mr * block}] __attribute__((aligned(64)));")
+        for r in range(mr):
+            shared: dict = {}
+            real = f"wa_i + {r} < {stop_code}"
+            for k, dependent in enumerate(w.dependents):
+                scale = f"wa_c{k}_{r}" if dependent.fold.exponent is not None else "1.0f"
+                if k == self.tile.value_dependent:
+                    for v in range(self.vectors):
+                        renderer = self._dependent_renderer(lines, inner, counter, dependent, r, v, shared)
+                        value = renderer.splat(renderer.render(self.tile.hoisted))
+                        _emit(lines, inner, f"wfc_store_f(&wa_p[{r * block + v * lanes}], {value});")
+                    continue
+                vector_slot = w._vector_slot(dependent).replace(w.row_flat, flats[r], 1)
+                slot = w._slot(dependent).replace(w.row_flat, flats[r], 1)
+                _emit(lines, inner, f"wf_vf wa_l{k}_{r} = wfc_load_f({vector_slot}); float wa_s{k}_{r} = {slot};")
+                _emit(lines, inner, f"if (wa_z{r}) {{ wa_l{k}_{r} = wfc_splat_f(0.0f); wa_s{k}_{r} = 0.0f; }}")
+                _emit(lines, inner, f"else {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale}); wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
+                for v in range(self.vectors):
+                    renderer = self._dependent_renderer(lines, inner, counter, dependent, r, v, shared)
+                    value = renderer.splat(renderer.render(dependent.fold.term))
+                    _emit(lines, inner, f"wa_l{k}_{r} = wa_l{k}_{r} + {value};")
+                _emit(lines, inner, f"if ({real}) {{ wfc_store_f({vector_slot}, wa_l{k}_{r}); {slot} = wa_s{k}_{r}; }}")
+            _emit(lines, inner, f"if ({real}) wo_ref[{flats[r]}] = wa_new{r}[0];")
+        if self.tile.value_dependent is not None:
+            self._value_tile(lines, inner, counter, flats)
+        self._close(lines, inner)
+
+    def _dependent_renderer(self, lines, depth, counter, dependent, r: int, v: int, shared: dict):
+        w, lanes = self.w, self.lanes
+        fold_axis = dependent.fold.fold_axis
+        env = self._env(dict(dependent.env), r, f"(wo_jb + {v * lanes})")
+        renderer = w._renderer(lines, depth, counter, env, {w.reference.output: f"wa_new{r}"}, dependent.kernel)
+        renderer.memo = shared
+        renderer.vector_axis = fold_axis
+        # the reference terms this step are the registers the max folded
+        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
+        renames = {w.online.reference_axis: AxisIndex(fold_axis)}
+        for axis, (_, var, _, _) in zip(w.reference.axes, w.rows, strict=True):
+            if var in row_vars:
+                renames[axis.name] = AxisIndex(row_vars[var])
+        target = substitute_axes(w.online.reference_term, renames)
+        renderer.memo[renderer.memo_key(target, True)] = Value(f"wa_t{r}_{v}", DType.FLOAT32, True)
+        return renderer
+
+    def _value_tile(self, lines, depth: int, counter, flats: list[str]) -> None:
+        """o[r][e] (rescaled, or restarted) += p[r][j] * rest[j][e] over the block's keys."""
+        w, lanes, mr = self.w, self.lanes, self.mr
+        k = self.tile.value_dependent
+        dependent = w.dependents[k]
+        (axis, var), = dependent.extras
+        chunk = self.tile.chunk_vectors
+        block = self.scores.block
+        fold_axis = dependent.fold.fold_axis
+        scale = (lambda r: f"wa_c{k}_{r}") if dependent.fold.exponent is not None else (lambda r: "1.0f")
+        _emit(lines, depth, f"for (long {var} = 0; {var} < {axis.extent}; {var} += {chunk * lanes}) {{")
+        inner = depth + 1
+        slots = {}
+        for r in range(mr):
+            for v in range(chunk):
+                slot = "&" + w._slot(dependent, f"({var} + {v * lanes})").replace(w.row_flat, flats[r], 1)
+                slots[r, v] = slot
+                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_splat_f(0.0f)"
+                                    f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
+        _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")
+        env = {a: v for a, v in dependent.env}
+        env[fold_axis] = "(wo_jb + wa_jj)"
+        ys = []
+        for v in range(chunk):
+            renderer = w._renderer(lines, inner + 1, counter, {**env, axis.name: f"({var} + {v * lanes})"}, {},
+                                   dependent.kernel)
+            renderer.vector_axis = axis.name
+            value = renderer.splat(renderer.render(self.tile.rest))
+            _emit(lines, inner + 1, f"const wf_vf wa_y{v} = {value};")
+            ys.append(f"wa_y{v}")
+        for r in range(mr):
+            _emit(lines, inner + 1, f"const wf_vf wa_pr{r} = wfc_splat_f(wa_p[{r * block} + wa_jj]);")
+            for v in range(chunk):
+                _emit(lines, inner + 1, f"wa_o{r}_{v} = wa_o{r}_{v} + wa_pr{r} * {ys[v]};")
+        _emit(lines, inner, "}")
+        for r in range(mr):
+            for v in range(chunk):
+                _emit(lines, inner, f"wfc_store_f({slots[r, v]}, wa_o{r}_{v});")
+        _emit(lines, depth, "}")
+
+    def _close(self, lines, inner: int) -> None:
+        depth = inner - 1
+        _emit(lines, depth, "}")  # the row groups
+        for _ in self.w.rows[:-1]:
+            depth -= 1
+            _emit(lines, depth, "}")
+        depth -= 1
+        _emit(lines, depth, "}")
+
+
+def write_tile_block(writer, lines: list[str], depth: int, counter) -> None:
+    TileBlockWriter(writer).write(lines, depth, counter)
+
+
+__all__ = ["SCALAR_TYPE", "c_value", "hmax_code", "write_tile_block"]
