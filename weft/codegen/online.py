@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
-from weft.codegen.render import NestWriter, combine, fold_identity
 from weft.codegen.online_scores import write_block, write_row_packing
 from weft.codegen.online_tile import write_tile_block
+from weft.codegen.render import NestWriter, combine, fold_identity
 from weft.codegen.values import c_value
 from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
 from weft.ir.substitute import substitute_axes

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import re
 
-from weft.codegen.body import BodyRenderer, Counter
+from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
 from weft.codegen.values import c_value
+from weft.ir import AxisIndex, Const, DType, Load, Where
 from weft.lower.nest import BufferView
 from weft.lower.online_scores import PackedScores
+
+_ACC = "wa.acc"  # the finished score at the current point, as the mask's select reads it
 
 
 def _emit(lines: list[str], depth: int, text: str) -> None:
@@ -126,6 +129,20 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, r
         for v in range(vectors):
             _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
     _emit(lines, inner, "}")
+    if scores.scale != 1.0:
+        factor = c_literal(scores.scale, DType.FLOAT32)
+        for r in range(mr):
+            _emit(lines, inner, " ".join(f"{a} = {a} * wfc_splat_f({factor});" for a in acc[r]))
+    if scores.mask is not None:  # where(mask, sum, masked): the mask at each score, as a vector
+        masked = Where(scores.mask, Load(_ACC, tuple(AxisIndex(a.name) for a in scores.kernel.axes)),
+                       Const(scores.masked, DType.FLOAT32))
+        for r in range(mr):
+            for v in range(vectors):
+                at = {**env, scores.row_axis: f"wa_i{r}", scores.column_axis: f"(wo_jb + {v * lanes})"}
+                renderer = _renderer(scores, views, lines, inner, counter, at)
+                renderer.vector_axis = scores.column_axis
+                renderer.memo[renderer.memo_key(masked.if_true, True)] = Value(acc[r][v], DType.FLOAT32, True)
+                _emit(lines, inner, f"{acc[r][v]} = {renderer.splat(renderer.render(masked))};")
     return inner, stop_code
 
 

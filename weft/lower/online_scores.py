@@ -26,15 +26,17 @@ region is produced per tile, after the packing would run): otherwise None (the m
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from weft.ir import DType, Expr, Kernel, expr_loads
+from weft.ir import Binary, BinaryOp, Const, DType, Expr, Kernel, Load, Where, expr_axes, expr_loads
 from weft.lower.contraction import MICRO_ROWS, split_contraction
 from weft.lower.nest import BufferView
 
-MICRO_VECTORS = 4
-"""Vectors of columns per register-tile row (6 x 4 accumulators, as the contraction microkernel)."""
+TILE_REGISTERS = 24
+"""Accumulators of the register tile (6 rows x 4 vectors at 16 lanes, as the contraction
+microkernel; 3 x 8 at 8 lanes, 1 x 16 at 4, for a key block of 64)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,9 @@ class PackedScores:
     lanes: int
     rows: int = MICRO_ROWS
     packed_k: str = "wa_kp"
+    scale: float = 1.0  # the body's constant factors, applied once per score (Inference)
+    mask: Expr | None = None  # causal: where(mask, sum, masked) with mask free of the fold axis
+    masked: float = 0.0
 
     @property
     def blocks(self) -> int:
@@ -84,18 +89,27 @@ def packed_scores(
     ``env``: the member's axes -> the pass's variables (rows, and ``wo_j`` for the pass axis);
     ``row_var``: the pass's last (innermost) row variable; ``row_outer_vars``: the others.
     """
-    if block != MICRO_VECTORS * lanes or lanes < 4:
+    if block % lanes or lanes < 4 or len(kernel.fold_axes) != 1:
         return None
-    split = split_contraction(kernel, views)
-    if split is None or len(kernel.fold_axes) != 1:
+    mask, masked, body = _masked_body(kernel)
+    if body is None:
         return None
-    x, y, _term, rows, column, batch = split
-    if env.get(column) != "wo_j" or len(rows) != 1 or env.get(rows[0]) != row_var:
+    product = dataclasses.replace(kernel, body=body)
+    split = split_contraction(product, views)
+    if split is None:
         return None
-    if any(env.get(axis) not in row_outer_vars for axis in batch):
+    x, y, term, rows, column, batch = split
+    inner = [axis for axis in rows if env.get(axis) == row_var]
+    if env.get(column) != "wo_j" or len(inner) != 1:
         return None
-    if kernel.body != _product(kernel.body):
+    # every other axis is fixed per tile row point: batch axes pick the packed panel, and a row
+    # axis y does not read (the query heads of one K/V head) shares it
+    if any(env.get(axis) not in row_outer_vars for axis in batch + tuple(a for a in rows if a != inner[0])):
         return None
+    leaves = _product_leaves(body)
+    if len([leaf for leaf in leaves if not isinstance(leaf, Const)]) != 2 or not _product_only(body):
+        return None
+    scale = math.prod(float(leaf.value) for leaf in leaves if isinstance(leaf, Const))
     if {load.buffer for load in expr_loads(y)} & private:
         return None  # produced inside the region: not ready before the tile loop
     if any(views[load.buffer].dtype is not DType.FLOAT32 for load in expr_loads(x) + expr_loads(y)):
@@ -103,22 +117,41 @@ def packed_scores(
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
     fold = kernel.fold_axes[0]
     return PackedScores(
-        kernel=kernel, x_factor=x, y_factor=y, row_axis=rows[0], column_axis=column, fold_axis=fold.name,
+        kernel=kernel, x_factor=x, y_factor=y, row_axis=inner[0], column_axis=column, fold_axis=fold.name,
         batch_axes=tuple((axis, extents[axis]) for axis in batch), env=tuple(env.items()), depth=fold.extent,
-        extent=extent, block=block, lanes=lanes,
+        extent=extent, block=block, lanes=lanes, rows=max(1, min(MICRO_ROWS, TILE_REGISTERS // (block // lanes))),
+        scale=scale, mask=mask, masked=masked,
     )
 
 
-def _product(expr: Expr) -> Expr:
-    """``expr`` itself when it is a product of exactly two non-constant factors (the body
-    after ``factor_streamed_constants``): the tile computes ``sum x * y`` with nothing else."""
-    from weft.ir import Binary, BinaryOp, Const
+def _masked_body(kernel: Kernel) -> tuple[Expr | None, float, Expr | None]:
+    """(mask, masked value, product) of a body ``where(mask, product, c)`` whose mask does not
+    read the fold axis and whose ``c`` sums to itself over any number of terms (±inf, 0): the
+    fold of it is ``where(mask, sum product, c)`` (causal attention's scores); (None, 0, body)
+    for any other body."""
+    body = kernel.body
+    if not isinstance(body, Where):
+        return None, 0.0, body
+    fold = {axis.name for axis in kernel.fold_axes}
+    if expr_axes(body.condition) & fold or not isinstance(body.if_false, Const):
+        return None, 0.0, None
+    value = float(body.if_false.value)
+    if not (math.isinf(value) or value == 0.0):
+        return None, 0.0, None
+    return body.condition, value, body.if_true
 
-    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL and not isinstance(expr.left, Const) \
-            and not isinstance(expr.right, Const) and not (isinstance(expr.left, Binary) and expr.left.op is BinaryOp.MUL) \
-            and not (isinstance(expr.right, Binary) and expr.right.op is BinaryOp.MUL):
-        return expr
-    return None
+
+def _product_leaves(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return _product_leaves(expr.left) + _product_leaves(expr.right)
+    return [expr]
+
+
+def _product_only(expr: Expr) -> bool:
+    """A tree of multiplications of loads and float constants (the tile computes ``sum x * y``
+    and multiplies the constants in once)."""
+    return all(isinstance(leaf, Load | Const) and (not isinstance(leaf, Const) or leaf.dtype is DType.FLOAT32)
+               for leaf in _product_leaves(expr))
 
 
 @dataclass(frozen=True, slots=True)
