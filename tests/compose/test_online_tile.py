@@ -175,3 +175,31 @@ def test_k_is_packed_once_per_call_not_per_tile(fused_config):
     assert body.count("aligned_alloc(64") >= 1
     assert body.index("wa_kp = ") < body.index("for (long wf_tile")
     assert "wfc_gather_f" not in body
+
+
+def test_tile_pass_nan_scores_give_nan_rows(fused_config):
+    # the private max folds lanes by compare-select: a NaN score must still make its row NaN
+    shape = (0, 0, 12, 3 * PASS_BLOCK + 3, 32, 32, None)
+    plan = _plan(*shape)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    found = _pass_of(compiled)
+    assert found.tile is not None and found.tile.plain_max
+    (q, k, v), _ = _inputs(*shape, keep=None, seed=8)
+    k[PASS_BLOCK + 5, 3] = np.nan  # one key: every row sees a NaN score in the second block
+    q[7, 0] = np.nan  # one query row: NaN scores everywhere
+    got = compiled(q, k, v)
+    oracle = weft.oracle.run(plan, q, k, v)
+    assert np.array_equal(np.isnan(got), np.isnan(oracle)) and np.isnan(got).all()
+
+
+def test_tile_pass_exp_underflow_and_distance(fused_config):
+    # scores spread so that exp(t - max) runs from 1 down past exp(-86) (flushed to 0) and exp(-104)
+    shape = (0, 0, 10, 2 * PASS_BLOCK + 11, 16, 16, None)
+    plan = _plan(*shape)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    rng = np.random.default_rng(9)
+    q = np.ones((10, 16), np.float32)
+    k = (rng.uniform(-30.0, 0.0, (2 * PASS_BLOCK + 11, 1)) * np.ones((1, 16))).astype(np.float32)
+    v = rng.standard_normal((2 * PASS_BLOCK + 11, 16)).astype(np.float32)
+    got = compiled(q, k, v)
+    np.testing.assert_allclose(got, attention64(q, k, v), rtol=RTOL, atol=ATOL)

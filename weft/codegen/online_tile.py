@@ -22,7 +22,7 @@ from weft.codegen.body import SCALAR_TYPE, Value, scalar_unary
 from weft.codegen.online_scores import write_score_tile
 from weft.codegen.render import fold_identity
 from weft.codegen.values import c_value
-from weft.ir import AxisIndex, DType, UnaryOp, expr_loads
+from weft.ir import AxisIndex, Binary, BinaryOp, DType, Load, Unary, UnaryOp, expr_children, expr_loads
 from weft.ir.substitute import substitute_axes
 
 
@@ -30,14 +30,43 @@ def _emit(lines: list[str], depth: int, text: str) -> None:
     lines.append("    " * depth + text)
 
 
-def hmax_code(value: str, lanes: int) -> list[str]:
-    """Statements folding the lanes of vector ``value`` with ``wfc_max_f`` (lane 0 holds the max)."""
+def vector_max(a: str, b: str, plain: bool) -> str:
+    """``wfc_max_f`` (NaN-propagating), or a compare-select (``TileFold.plain_max``)."""
+    return f"wfc_sel_f({a} > {b}, {a}, {b})" if plain else f"wfc_max_f({a}, {b})"
+
+
+def hmax_code(value: str, lanes: int, plain: bool = False) -> list[str]:
+    """Statements folding the lanes of vector ``value`` by ``vector_max`` (lane 0 holds the max)."""
     out, step = [], lanes // 2
     while step:
         order = ", ".join(str((i + step) % lanes) for i in range(lanes))
-        out.append(f"{value} = wfc_max_f({value}, WFC_SHUFFLE2({value}, {value}, {order}));")
+        out.append(f"{value} = {vector_max(value, f'WFC_SHUFFLE2({value}, {value}, {order})', plain)};")
         step //= 2
     return out
+
+
+EXP_FLOOR = "-0x1.58p+6f"  # -86: 2^n stays a normal float in one step; exp(-86) = 4.4e-38
+
+
+def exp_nonpositive(lines: list[str], depth: int, x: str, name: str) -> None:
+    """``name = exp(x)`` for x <= 0, -inf or NaN (Inference: the pass's ``exp(t - max)``).
+
+    The mirrored ``wf_exp`` (same reduction and polynomial), without what a non-positive
+    argument never needs: no upper clamp, 2^n in one step (n >= -124), terms below exp(-86)
+    are 0 (against a row sum of at least 1). NaN stays NaN (the compare is false).
+    """
+    emit = lambda text: lines.append("    " * depth + text)  # noqa: E731
+    emit(f"const wf_vi {name}_m = {x} < WF_F({EXP_FLOOR});")
+    emit(f"const wf_vf {name}_x = wfc_sel_f({name}_m, WF_F({EXP_FLOOR}), {x});")
+    emit(f"const wf_vf {name}_z = {name}_x * WF_F(0x1.715476p+0f) + WF_F(0x1.8p+23f);")
+    emit(f"const wf_vf {name}_n = {name}_z - WF_F(0x1.8p+23f);")
+    emit(f"const wf_vf {name}_r = ({name}_x - {name}_n * WF_F(0x1.63p-1f)) - {name}_n * WF_F(-0x1.bd0106p-13f);")
+    emit(f"wf_vf {name}_p = WF_F(0x1.a0d2cep-13f) * {name}_r + WF_F(0x1.6e879cp-10f);")
+    for coefficient in ("0x1.11121p-7f", "0x1.555382p-5f", "0x1.555554p-3f", "0x1p-1f"):
+        emit(f"{name}_p = {name}_p * {name}_r + WF_F({coefficient});")
+    emit(f"{name}_p = {name}_p * ({name}_r * {name}_r) + {name}_r + WF_F(0x1p+0f);")
+    emit(f"const wf_vi {name}_e = ((wf_vi){name}_z - (wf_vi)WF_F(0x1.8p+23f)) << 23;")
+    emit(f"const wf_vf {name} = wfc_sel_f({name}_m, WF_F(0.0f), (wf_vf)((wf_vi){name}_p + {name}_e));")
 
 
 class TileBlockWriter:
@@ -93,10 +122,10 @@ class TileBlockWriter:
                 _emit(lines, inner, f"const wf_vf wa_t{r}_{v} = {value};")
                 maxima.append(f"wa_t{r}_{v}")
             while len(maxima) > 1:
-                maxima = [f"wfc_max_f({a}, {b})" for a, b in zip(maxima[::2], maxima[1::2], strict=False)] + \
-                    (maxima[-1:] if len(maxima) % 2 else [])
+                maxima = [vector_max(a, b, self.tile.plain_max)
+                          for a, b in zip(maxima[::2], maxima[1::2], strict=False)] + (maxima[-1:] if len(maxima) % 2 else [])
             _emit(lines, inner, f"wf_vf wa_m{r} = {maxima[0]};")
-            for statement in hmax_code(f"wa_m{r}", lanes):
+            for statement in hmax_code(f"wa_m{r}", lanes, self.tile.plain_max):
                 _emit(lines, inner, statement)
             _emit(lines, inner, f"wa_new{r}[0] = wfc_smax_f(wa_old{r}[0], wa_m{r}[0]);")
         # one rescale factor per row and dependent, when the reference moved
@@ -164,6 +193,14 @@ class TileBlockWriter:
                 renames[axis.name] = AxisIndex(row_vars[var])
         target = substitute_axes(w.online.reference_term, renames)
         renderer.memo[renderer.memo_key(target, True)] = Value(f"wa_t{r}_{v}", DType.FLOAT32, True)
+        # exp(t - max) has a non-positive argument: the shorter exp (exp_nonpositive)
+        for node in _exps_of_distance(dependent.fold.term, target, w.reference.output):
+            key = renderer.memo_key(node, True)
+            if key not in renderer.memo:
+                argument = renderer.splat(renderer.render(node.operand))
+                name = counter.fresh("wa_e")
+                exp_nonpositive(lines, depth, argument, name)
+                renderer.memo[key] = Value(name, DType.FLOAT32, True)
         return renderer
 
     def _value_tile(self, lines, depth: int, counter, flats: list[str]) -> None:
@@ -214,6 +251,19 @@ class TileBlockWriter:
             _emit(lines, depth, "}")
         depth -= 1
         _emit(lines, depth, "}")
+
+
+def _exps_of_distance(expr, term, reference: str):
+    """Nodes ``exp(term - reference[row])`` in ``expr``: the distance of a reference term
+    below the running max, never positive."""
+    if isinstance(expr, Unary) and expr.op is UnaryOp.EXP:
+        operand = expr.operand
+        if (isinstance(operand, Binary) and operand.op is BinaryOp.SUB and operand.left == term
+                and isinstance(operand.right, Load) and operand.right.buffer == reference):
+            yield expr
+            return
+    for child in expr_children(expr):
+        yield from _exps_of_distance(child, term, reference)
 
 
 def write_tile_block(writer, lines: list[str], depth: int, counter) -> None:

@@ -294,7 +294,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
-    tile = tile_fold(online_pass, target.lanes)
+    tile = tile_fold(online_pass, target.lanes, set(region.private))
     return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 

@@ -166,15 +166,21 @@ class TileFold:
     every row): ``p`` parked in a row-group scratch, then ``rows x chunk_vectors`` output
     accumulators take every key of the block (the contraction microkernel's tile, ``p``
     broadcast, ``rest`` a vector along ``e``). A partial last block runs the general pass.
+
+    ``plain_max``: when the reference (the row max) is private to the region, the block max
+    folds lanes by compare-select instead of the NaN-propagating max: a NaN score still makes
+    its term ``exp(NaN - m)`` NaN, so every output of the row is NaN as the oracle's is, and
+    only the private max itself could differ.
     """
 
     value_dependent: int | None  # index into OnlinePass.dependents
     hoisted: Expr | None  # p: varies along the pass axis, not along the extra axis
     rest: Expr | None  # the same for every row
     chunk_vectors: int = 0  # output vectors per register tile row
+    plain_max: bool = False  # the reference is private: its lanes fold by compare-select (module doc)
 
 
-def tile_fold(online_pass, lanes: int) -> TileFold | None:
+def tile_fold(online_pass, lanes: int, private: set[str]) -> TileFold | None:
     """The register-tile form of ``online_pass``'s folds (``TileFold``), or None: the
     reference folds a max, every dependent a sum, and at most one dependent has an axis of
     its own, a whole number of vectors long, with a ``p * rest`` term as above."""
@@ -208,4 +214,4 @@ def tile_fold(online_pass, lanes: int) -> TileFold | None:
         value = number
         vectors = extra_axis.extent // lanes
         chunk = next(c for c in (4, 3, 2, 1) if vectors % c == 0)
-    return TileFold(value, hoisted, rest, chunk)
+    return TileFold(value, hoisted, rest, chunk, online_pass.reference.output in private)
