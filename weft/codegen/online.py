@@ -143,8 +143,7 @@ class OnlinePassWriter:
         if self.rounded:
             emit(depth, f"{ctype} wo_t[{self.block}] __attribute__((aligned(64)));  /* this row's reference terms */")
         if self.scores is not None:
-            write_row_packing(self.scores, self.local_views, self.rows, self.row_flat, self.row_count, lines, depth,
-                              counter)
+            write_row_packing(self.scores, self.local_views, self.rows, self.row_counts, lines, depth, counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
         if self.tile is not None:  # a full key block: every fold on the scores' register tile
             emit(depth + 1, f"if (wo_jb + {self.block} <= {extent}) {{")
@@ -152,7 +151,7 @@ class OnlinePassWriter:
             emit(depth + 2, "continue;")
             emit(depth + 1, "}")
         if self.scores is not None:  # this block of the scores on the register tile
-            write_block(self.scores, self.local_views, self.rows, self.row_flat, lines, depth + 1, counter)
+            write_block(self.scores, self.local_views, self.rows, self.row_counts, lines, depth + 1, counter)
         for nest in () if self.scores is not None else self.streamed_nests:  # else by their own nests
             NestWriter(nest, lines, counter).write(depth + 1)
         inner = self._row_loops(lines, depth + 1)

@@ -6,14 +6,12 @@ Three pieces: the column factor packed once per call before the tile loop
 rest of the pass reads (``write_block``)::
 
     kp[bp][kb][d][c] = k(bp, kb * block + c, d)      /* zeros past the pass axis; threads share */
-    qp[row][d] = q(row, d)                           /* per tile */
+    qp[row group][d][row in group] = q(row, d)       /* per tile */
     for row group of 6:  acc[6][4 vectors] += qp[r][d] * kp[bp][jb / block][d][:]   (d ascending)
                          s_block[r][jb:jb+block] = acc
 """
 
 from __future__ import annotations
-
-import re
 
 from weft.codegen.body import BodyRenderer, Counter, Value, c_literal
 from weft.codegen.values import c_value
@@ -72,25 +70,52 @@ def write_release(scores: PackedScores, lines: list[str], depth: int) -> None:
     _emit(lines, depth, f"free({scores.packed_k});")
 
 
-def write_row_packing(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, row_count: int,
-                      lines: list[str], depth: int, counter: Counter) -> None:
-    """Per tile, before the pass: ``wa_qp[row of the tile][d]``."""
-    _emit(lines, depth, f"float wa_qp[{row_count * scores.depth}] __attribute__((aligned(64)));")
-    for _, var, start, stop in rows:
-        _emit(lines, depth, f"for (long {var} = {c_value(start)}; {var} < {c_value(stop)}; {var}++) {{")
+def _outer_flat(rows, counts) -> str:
+    """The flat index of the current point of the tile's outer rows (all but the last)."""
+    flat = "0"
+    for (_, var, start, _), count in zip(rows[:-1], counts[:-1], strict=True):
+        offset = var if start == 0 else f"({var} - {c_value(start)})"
+        flat = offset if flat == "0" else f"({flat}) * {count} + {offset}"
+    return flat
+
+
+def _groups(scores: PackedScores, counts) -> int:
+    return -(-counts[-1] // scores.rows)
+
+
+def write_row_packing(scores: PackedScores, views: dict[str, BufferView], rows, counts, lines: list[str],
+                      depth: int, counter: Counter) -> None:
+    """Per tile, before the pass: ``wa_qp[outer row][row group][d][row in group]`` (the
+    group's ``rows`` values of one ``d`` share a cache line; rows past the tile repeat its last)."""
+    mr, groups = scores.rows, _groups(scores, counts)
+    outer = 1
+    for count in counts[:-1]:
+        outer *= count
+    _emit(lines, depth, f"float wa_qp[{outer * groups * scores.depth * mr}] __attribute__((aligned(64)));")
+    *outer_rows, (_, row_var, start, stop) = rows
+    for _, var, lo, hi in outer_rows:
+        _emit(lines, depth, f"for (long {var} = {c_value(lo)}; {var} < {c_value(hi)}; {var}++) {{")
         depth += 1
-    _emit(lines, depth, f"for (long wa_d = 0; wa_d < {scores.depth}; wa_d++) {{")
+    _emit(lines, depth, f"for (long wa_g = 0; wa_g < {groups}; wa_g++) {{")
+    _emit(lines, depth + 1, f"float *wa_dst = wa_qp + (({_outer_flat(rows, counts)}) * {groups} + wa_g)"
+                            f" * {scores.depth * mr};")
+    _emit(lines, depth + 1, f"for (long wa_r = 0; wa_r < {mr}; wa_r++) {{")
+    _emit(lines, depth + 2, f"const long {row_var} = wfc_minl({c_value(start)} + wa_g * {mr} + wa_r,"
+                            f" ({c_value(stop)}) - 1);")
+    _emit(lines, depth + 2, f"for (long wa_d = 0; wa_d < {scores.depth}; wa_d++) {{")
     env = {**dict(scores.env), scores.fold_axis: "wa_d"}
-    renderer = _renderer(scores, views, lines, depth + 1, counter, env)
+    renderer = _renderer(scores, views, lines, depth + 3, counter, env)
     value = renderer.render(scores.x_factor)
-    renderer.emit(f"wa_qp[({row_flat}) * {scores.depth} + wa_d] = {value.code};")
+    renderer.emit(f"wa_dst[wa_d * {mr} + wa_r] = {value.code};")
+    _emit(lines, depth + 2, "}")
+    _emit(lines, depth + 1, "}")
     _emit(lines, depth, "}")
-    for _ in rows:
+    for _ in outer_rows:
         depth -= 1
         _emit(lines, depth, "}")
 
 
-def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, lines: list[str],
+def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, counts, lines: list[str],
                      depth: int, counter: Counter) -> tuple[int, str]:
     """Opens a scope, the loops over the tile's outer rows and its row groups, and leaves the
     group's scores of this key block in registers ``wa_a{r}_{v}`` (rows ``wa_i{r}``, clamped
@@ -114,9 +139,9 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, r
     _emit(lines, depth, f"for (long wa_i = {c_value(start)}; wa_i < {stop_code}; wa_i += {mr}) {{")
     inner = depth + 1
     for r in range(mr):
-        flat = re.sub(rf"\b{row_var}\b", f"wa_i{r}", row_flat)
         _emit(lines, inner, f"const long wa_i{r} = wfc_minl(wa_i + {r}, ({stop_code}) - 1);")
-        _emit(lines, inner, f"const float *wa_x{r} = wa_qp + ({flat}) * {scores.depth};")
+    _emit(lines, inner, f"const float *wa_x = wa_qp + (({_outer_flat(rows, counts)}) * {_groups(scores, counts)}"
+                        f" + (wa_i - ({c_value(start)})) / {mr}) * {scores.depth * mr};")
     acc = [[f"wa_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
     for r in range(mr):
         _emit(lines, inner, "wf_vf " + ", ".join(f"{a} = wfc_splat_f(0.0f)" for a in acc[r]) + ";")
@@ -125,7 +150,7 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, r
     for v in range(vectors):
         _emit(lines, inner + 1, f"const wf_vf wa_y{v} = wfc_load_f(wa_y + {v * lanes});")
     for r in range(mr):
-        _emit(lines, inner + 1, f"const wf_vf wa_q{r} = wfc_splat_f(wa_x{r}[wa_d]);")
+        _emit(lines, inner + 1, f"const wf_vf wa_q{r} = wfc_splat_f(wa_x[wa_d * {mr} + {r}]);")
         for v in range(vectors):
             _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
     _emit(lines, inner, "}")
@@ -146,13 +171,13 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, r
     return inner, stop_code
 
 
-def write_block(scores: PackedScores, views: dict[str, BufferView], rows, row_flat: str, lines: list[str],
+def write_block(scores: PackedScores, views: dict[str, BufferView], rows, counts, lines: list[str],
                 depth: int, counter: Counter) -> None:
     """This key block (``wo_jb``) of the scores for every row of the tile, into their block scratch."""
     lanes, mr = scores.lanes, scores.rows
     vectors = scores.block // lanes
     env = dict(scores.env)
-    inner, stop_code = write_score_tile(scores, views, rows, row_flat, lines, depth, counter)
+    inner, stop_code = write_score_tile(scores, views, rows, counts, lines, depth, counter)
     view = views[scores.kernel.output]
     renderer = _renderer(scores, views, lines, inner, counter, env)
     for r in range(mr):

@@ -100,7 +100,7 @@ class TileBlockWriter:
         dtype = DType.FLOAT32
         online, reference = w.online, w.reference
         identity = fold_identity(online.reference_combiner, dtype)
-        header = write_score_tile(self.scores, w.local_views, w.rows, w.row_flat, lines, depth, counter)
+        header = write_score_tile(self.scores, w.local_views, w.rows, w.row_counts, lines, depth, counter)
         inner, stop_code = header
         flats = [self._sub(w.row_flat, r) for r in range(mr)]
         env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, w.rows, strict=True)}
