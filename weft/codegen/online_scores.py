@@ -145,6 +145,7 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, c
     acc = [[f"wa_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
     for r in range(mr):
         _emit(lines, inner, "wf_vf " + ", ".join(f"{a} = wfc_splat_f(0.0f)" for a in acc[r]) + ";")
+    _emit(lines, inner, "#pragma GCC unroll 4")
     _emit(lines, inner, f"for (long wa_d = 0; wa_d < {scores.depth}; wa_d++) {{")
     _emit(lines, inner + 1, f"const float *wa_y = wa_kb + wa_d * {block};")
     for v in range(vectors):

@@ -222,6 +222,7 @@ class TileBlockWriter:
                 slots[r, v] = slot
                 _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_splat_f(0.0f)"
                                     f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
+        _emit(lines, inner, "#pragma GCC unroll 4")
         _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")
         env = {a: v for a, v in dependent.env}
         env[fold_axis] = "(wo_jb + wa_jj)"
