@@ -74,6 +74,8 @@ SHAPES = [
     (0, 0, 11, 2 * PASS_BLOCK + 3, 8, 8, "bool"),  # value head dim below the lanes: general pass
     (0, 0, 7, 2 * PASS_BLOCK + 3, 16, 1, None),  # value head dim 1
     (3, 3, 65, 5 * PASS_BLOCK - 1, 64, 48, "causal"),
+    (8, 2, 1, 2 * PASS_BLOCK + 44, 64, 64, None),  # a decode step: one query per head, a 1-row tile
+    (4, 2, 2, 3 * PASS_BLOCK, 32, 32, "bool"),
 ]
 
 
@@ -89,6 +91,7 @@ def test_tile_pass_at_shapes(fused_config, shape, threads):
     compiled = weft.compile(plan, config=fused_config("inference", threads=threads))
     found = _pass_of(compiled)
     assert found is not None and found.scores is not None  # the scores on the register tile
+    assert found.scores.rows <= tq  # no register-tile rows that repeat a query of a short tile
     if e % 16 == 0:
         assert found.tile is not None
     arrays, masks = _inputs(*shape, keep=keep, seed=threads)

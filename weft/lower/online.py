@@ -289,7 +289,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     if len(streamed) == 1 and fold_lanes:
         (name,) = streamed
         scores = packed_scores(plan.kernel(name), envs[name], rows[-1][1], {var for _, var, _, _ in rows[:-1]},
-                               local_views, online.extent, block, target.lanes, set(region.members))
+                               local_views, online.extent, block, target.lanes, set(region.members), counts[-1])
     online_pass = OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,

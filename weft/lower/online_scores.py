@@ -82,12 +82,13 @@ class PackedScores:
 
 def packed_scores(
     kernel: Kernel, env: dict[str, str], row_var: str, row_outer_vars: set[str], views: dict[str, BufferView],
-    extent: int, block: int, lanes: int, private: set[str],
+    extent: int, block: int, lanes: int, private: set[str], tile_rows: int = MICRO_ROWS,
 ) -> PackedScores | None:
     """The register-tile form of the streamed member ``kernel`` (module doc), or None.
 
     ``env``: the member's axes -> the pass's variables (rows, and ``wo_j`` for the pass axis);
-    ``row_var``: the pass's last (innermost) row variable; ``row_outer_vars``: the others.
+    ``row_var``: the pass's last (innermost) row variable; ``row_outer_vars``: the others;
+    ``tile_rows``: the tile's rows along ``row_var`` (a decode step's one query: a 1-row tile).
     """
     if block % lanes or lanes < 4 or len(kernel.fold_axes) != 1:
         return None
@@ -119,7 +120,7 @@ def packed_scores(
     return PackedScores(
         kernel=kernel, x_factor=x, y_factor=y, row_axis=inner[0], column_axis=column, fold_axis=fold.name,
         batch_axes=tuple((axis, extents[axis]) for axis in batch), env=tuple(env.items()), depth=fold.extent,
-        extent=extent, block=block, lanes=lanes, rows=max(1, min(MICRO_ROWS, TILE_REGISTERS // (block // lanes))),
+        extent=extent, block=block, lanes=lanes, rows=max(1, min(MICRO_ROWS, TILE_REGISTERS // (block // lanes), tile_rows)),
         scale=scale, mask=mask, masked=masked,
     )
 
