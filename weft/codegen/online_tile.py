@@ -18,11 +18,21 @@ from __future__ import annotations
 
 import re
 
-from weft.codegen.body import SCALAR_TYPE, Value, scalar_unary
+from weft.codegen.body import Value, scalar_unary
 from weft.codegen.online_scores import write_score_tile
 from weft.codegen.render import fold_identity
-from weft.codegen.values import c_value
-from weft.ir import AxisIndex, Binary, BinaryOp, DType, Load, Unary, UnaryOp, expr_children, expr_loads
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    DType,
+    Load,
+    Unary,
+    UnaryOp,
+    expr_axes,
+    expr_children,
+    expr_loads,
+)
 from weft.ir.substitute import substitute_axes
 
 
@@ -137,10 +147,16 @@ class TileBlockWriter:
                 _emit(lines, inner, f"float wa_c{k}_{r} = 1.0f;")
             _emit(lines, inner, f"if (wa_new{r}[0] != wa_old{r}[0]) {{")
             _emit(lines, inner + 1, f"wa_z{r} = wa_old{r}[0] == {identity};")
+            factors: dict = {}  # the same exponent at the same row (the sum's and the output's): one exp
             for k, dependent in enumerate(w.dependents):
                 if dependent.fold.exponent is None:
                     continue
                 env = self._env(dict(dependent.env), r, None)
+                same = (dependent.fold.exponent, tuple(sorted((a, env.get(a)) for a in expr_axes(dependent.fold.exponent))))
+                if same in factors:
+                    _emit(lines, inner + 1, f"wa_c{k}_{r} = {factors[same]};")
+                    continue
+                factors[same] = f"wa_c{k}_{r}"
                 new = w._renderer(lines, inner + 1, counter, env, {reference.output: f"wa_new{r}"},
                                   dependent.kernel).render(dependent.fold.exponent)
                 old = w._renderer(lines, inner + 1, counter, env, {reference.output: f"wa_old{r}"},
@@ -271,4 +287,4 @@ def write_tile_block(writer, lines: list[str], depth: int, counter) -> None:
     TileBlockWriter(writer).write(lines, depth, counter)
 
 
-__all__ = ["SCALAR_TYPE", "c_value", "hmax_code", "write_tile_block"]
+__all__ = ["exp_nonpositive", "hmax_code", "write_tile_block"]
