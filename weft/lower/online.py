@@ -39,6 +39,14 @@ per-row loop only parks that part in block scratch, and after it a group of rows
 group's accumulators (rows x vectors of ``e``) stay in registers as independent add
 chains (``_shared_rows``). Each accumulator still folds in ascending pass order.
 
+When the one streamed member is a contraction along the pass axis (attention's scores),
+it runs on the contraction microkernel's register tile instead of its member nest
+(``weft.lower.online_scores``: K packed once per call before the tile loop, Q once per
+tile), and when the folds allow (a max reference, sum dependents, at most one with an
+axis of its own and a ``p * V`` term) every full key block runs on that tile: block max,
+rescale, exp and row sums on the score registers, ``P x V`` on a rows x ``e`` tile
+(``OnlinePass.scores``, ``OnlinePass.tile``). A partial last block runs the pass above.
+
 Members of the region outside the pass run as ordinary tile-restricted nests
 before or after it. When an axis of the pass cannot be matched up (an index map
 the pass does not follow), the region falls back to the plain fused lowering.
