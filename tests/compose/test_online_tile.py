@@ -206,3 +206,20 @@ def test_tile_pass_exp_underflow_and_distance(fused_config):
     v = rng.standard_normal((2 * PASS_BLOCK + 11, 16)).astype(np.float32)
     got = compiled(q, k, v)
     np.testing.assert_allclose(got, attention64(q, k, v), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("heads", [0, 2])
+def test_tile_pass_packs_a_transposed_v(fused_config, heads):
+    # V given as (e, keys) and transposed in the plan: strided along e, so packed once per call
+    tq, tk, d, e = 23, 3 * PASS_BLOCK + 5, 32, 32
+    lead = (heads,) if heads else ()
+    plan = nn.trace(lambda a, b, c: nn.attention(a, b, nn.transpose(c)),
+                    nn.spec(lead + (tq, d)), nn.spec(lead + (tk, d)), nn.spec(lead + (e, tk)))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    found = _pass_of(compiled)
+    assert found.tile is not None and found.tile.pack_rest
+    rng = np.random.default_rng(12)
+    q, k = rng.standard_normal(lead + (tq, d)).astype(np.float32), rng.standard_normal(lead + (tk, d)).astype(np.float32)
+    v_t = rng.standard_normal(lead + (e, tk)).astype(np.float32)
+    got = compiled(q, k, v_t)
+    np.testing.assert_allclose(got, attention64(q, k, np.swapaxes(v_t, -1, -2)), rtol=RTOL, atol=ATOL)

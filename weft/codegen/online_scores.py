@@ -1,7 +1,7 @@
 """C for the one pass's streamed contraction on the register tile (``weft.lower.online_scores``).
 
 Three pieces: the column factor packed once per call before the tile loop
-(``write_packing``, freed by ``write_release``); the row factor packed once per tile
+(``write_packing``, freed by ``weft.codegen.online_tile.write_pass_release``); the row factor packed once per tile
 (``write_row_packing``); and per key block, the register tile writing the block scratch the
 rest of the pass reads (``write_block``)::
 
@@ -64,10 +64,6 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
     _emit(lines, inner + 1, "}")
     _emit(lines, inner, "}")
     _emit(lines, depth, "}")
-
-
-def write_release(scores: PackedScores, lines: list[str], depth: int) -> None:
-    _emit(lines, depth, f"free({scores.packed_k});")
 
 
 def _outer_flat(rows, counts) -> str:
@@ -133,7 +129,8 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, c
     batch_flat = "0"
     for axis, extent in scores.batch_axes:
         batch_flat = f"({batch_flat}) * {extent} + {env[axis]}"
-    _emit(lines, depth, f"const float *wa_kb = {scores.packed_k} + ({batch_flat}) * {scores.panel_floats}"
+    _emit(lines, depth, f"const long wa_bp = {batch_flat}; (void)wa_bp;")
+    _emit(lines, depth, f"const float *wa_kb = {scores.packed_k} + wa_bp * {scores.panel_floats}"
                         f" + (wo_jb / {block}) * {scores.depth * block};")
     stop_code = c_value(stop)
     _emit(lines, depth, f"for (long wa_i = {c_value(start)}; wa_i < {stop_code}; wa_i += {mr}) {{")

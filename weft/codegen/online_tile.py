@@ -243,7 +243,15 @@ class TileBlockWriter:
         env = {a: v for a, v in dependent.env}
         env[fold_axis] = "(wo_jb + wa_jj)"
         ys = []
+        if self.tile.pack_rest:  # V packed once per call: [batch point][key][e]
+            extent = w.online.extent
+            _emit(lines, inner + 1, f"const float *wa_vr = {self.tile.packed_v} + (wa_bp * {extent} + wo_jb + wa_jj)"
+                                    f" * {axis.extent} + {var};")
         for v in range(chunk):
+            if self.tile.pack_rest:
+                _emit(lines, inner + 1, f"const wf_vf wa_y{v} = wfc_load_f(wa_vr + {v * lanes});")
+                ys.append(f"wa_y{v}")
+                continue
             renderer = w._renderer(lines, inner + 1, counter, {**env, axis.name: f"({var} + {v * lanes})"}, {},
                                    dependent.kernel)
             renderer.vector_axis = axis.name
@@ -283,8 +291,57 @@ def _exps_of_distance(expr, term, reference: str):
         yield from _exps_of_distance(child, term, reference)
 
 
+def write_value_packing(online_pass, lines: list[str], depth: int, counter, parallel: bool) -> None:
+    """Before the tile loop (``TileFold.pack_rest``): ``wa_vp[batch point][key][e]`` = rest."""
+    tile, scores = online_pass.tile, online_pass.scores
+    dependent = online_pass.dependents[tile.value_dependent]
+    (axis, _), = dependent.extras
+    extent, width = online_pass.online.extent, axis.extent
+    total = scores.batch_points * extent * width
+    _emit(lines, depth, f"float *{tile.packed_v} = (float *)aligned_alloc(64, {-(-total * 4 // 64) * 64});")
+    if parallel:
+        _emit(lines, depth, "#pragma omp parallel for schedule(static)")
+    _emit(lines, depth, f"for (long wa_w = 0; wa_w < {scores.batch_points * extent}; wa_w++) {{")
+    inner = depth + 1
+    _emit(lines, inner, f"const long wa_j = wa_w % {extent}; long wa_rem = wa_w / {extent}; (void)wa_rem;")
+    decoded = {}
+    for name, size in reversed(scores.batch_axes):
+        decoded[name] = f"wa_b_{name}"
+        _emit(lines, inner, f"const long wa_b_{name} = wa_rem % {size}; wa_rem /= {size};")
+    _emit(lines, inner, f"for (long wa_e = 0; wa_e < {width}; wa_e++) {{")
+    env = {rest_axis: decoded[batch_axis] for rest_axis, batch_axis in tile.rest_env}
+    env.update({dependent.fold.fold_axis: "wa_j", axis.name: "wa_e"})
+    renderer = online_pass_renderer(online_pass, lines, inner + 1, counter, env, dependent.kernel)
+    value = renderer.render(tile.rest)
+    renderer.emit(f"{tile.packed_v}[wa_w * {width} + wa_e] = {value.code};")
+    _emit(lines, inner, "}")
+    _emit(lines, depth, "}")
+
+
+def online_pass_renderer(online_pass, lines, depth: int, counter, env: dict[str, str], kernel):
+    from weft.codegen.body import BodyRenderer
+
+    extents = {a.name: a.extent for a in kernel.all_axes}
+    return BodyRenderer(online_pass.local_views, extents, online_pass.lanes, lines, "    " * depth, counter, env, None)
+
+
+def write_pass_packing(online_pass, lines: list[str], depth: int, counter, parallel: bool) -> None:
+    """Everything of the pass packed once per call, before the tile loop (K; V when it is packed)."""
+    from weft.codegen.online_scores import write_packing
+
+    write_packing(online_pass.scores, online_pass.local_views, lines, depth, counter, parallel)
+    if online_pass.tile is not None and online_pass.tile.pack_rest:
+        write_value_packing(online_pass, lines, depth, counter, parallel)
+
+
+def write_pass_release(online_pass, lines: list[str], depth: int) -> None:
+    _emit(lines, depth, f"free({online_pass.scores.packed_k});")
+    if online_pass.tile is not None and online_pass.tile.pack_rest:
+        _emit(lines, depth, f"free({online_pass.tile.packed_v});")
+
+
 def write_tile_block(writer, lines: list[str], depth: int, counter) -> None:
     TileBlockWriter(writer).write(lines, depth, counter)
 
 
-__all__ = ["exp_nonpositive", "hmax_code", "write_tile_block"]
+__all__ = ["exp_nonpositive", "hmax_code", "write_pass_packing", "write_pass_release", "write_tile_block"]

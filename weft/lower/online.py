@@ -302,7 +302,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
-    tile = tile_fold(online_pass, target.lanes, set(region.private))
+    tile = tile_fold(online_pass, target.lanes, set(region.private), set(region.members))
     return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 
@@ -378,11 +378,13 @@ def strided_dependent(plan: Plan, region: FusedRegion, online: OnlineFold) -> tu
 
 
 def one_pass_declined(plan: Plan, region: FusedRegion, online: OnlineFold,
-                      schedule: tuple[tuple[str, ...], tuple[str, ...]] | None) -> str | None:
+                      schedule: tuple[tuple[str, ...], tuple[str, ...]] | None, packed: str | None = None) -> str | None:
     """Why the lowering prefers the plain fused form although the rewrite fired (None: it does not).
-    ``schedule``: the members before and after the pass (``OnePass.schedule``)."""
+    ``schedule``: the members before and after the pass (``OnePass.schedule``); ``packed``: a
+    dependent whose rest the register tile packs once per call (``TileFold.pack_rest``), so
+    its strided read is paid once, not once per row."""
     strided = strided_dependent(plan, region, online)
-    if strided is not None:
+    if strided is not None and strided[0] != packed:
         return (f"{strided[0]} would read {strided[1]} across its rows inside the pass (the pass axis is"
                 " its inner dimension): plain fused form")
     if schedule is None:
@@ -484,7 +486,9 @@ def lower_online_region(
         online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
     except _Unmappable:
         return None
-    if one_pass_declined(plan, region, online, found.schedule) is not None:
+    tile = online_pass.tile
+    packed = online_pass.dependents[tile.value_dependent].fold.member if tile is not None and tile.pack_rest else None
+    if one_pass_declined(plan, region, online, found.schedule, packed) is not None:
         return None
     before, after = found.schedule
     taken |= probe

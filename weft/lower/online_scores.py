@@ -168,6 +168,11 @@ class TileFold:
     accumulators take every key of the block (the contraction microkernel's tile, ``p``
     broadcast, ``rest`` a vector along ``e``). A partial last block runs the general pass.
 
+    ``pack_rest``: when ``rest`` is not one unit-stride load along ``e`` (a transposed or
+    gathered V), it is packed once per call, like K, into ``[batch point][key][e]``; its row
+    axes must be the scores' batch axes (the panel's index). A unit-stride V is read in place:
+    its rows are already the tile's y operand.
+
     ``plain_max``: when the reference (the row max) is private to the region, the block max
     folds lanes by compare-select instead of the NaN-propagating max: a NaN score still makes
     its term ``exp(NaN - m)`` NaN, so every output of the row is NaN as the oracle's is, and
@@ -179,9 +184,16 @@ class TileFold:
     rest: Expr | None  # the same for every row
     chunk_vectors: int = 0  # output vectors per register tile row
     plain_max: bool = False  # the reference is private: its lanes fold by compare-select (module doc)
+    pack_rest: bool = False  # rest is not one unit-stride load along e: packed once per call (wa_vp)
+    rest_env: tuple[tuple[str, str], ...] = ()  # with pack_rest: rest's row axes -> the scores' batch axes
+    packed_v: str = "wa_vp"
+
+    def rest_floats(self, extent: int, value_extent: int) -> int:
+        """Floats of one batch point's packed rest (``extent`` keys x ``value_extent``)."""
+        return extent * value_extent
 
 
-def tile_fold(online_pass, lanes: int, private: set[str]) -> TileFold | None:
+def tile_fold(online_pass, lanes: int, private: set[str], members: set[str]) -> TileFold | None:
     """The register-tile form of ``online_pass``'s folds (``TileFold``), or None: the
     reference folds a max, every dependent a sum, and at most one dependent has an axis of
     its own, a whole number of vectors long, with a ``p * rest`` term as above."""
@@ -215,4 +227,45 @@ def tile_fold(online_pass, lanes: int, private: set[str]) -> TileFold | None:
         value = number
         vectors = extra_axis.extent // lanes
         chunk = next(c for c in (4, 3, 2, 1) if vectors % c == 0)
-    return TileFold(value, hoisted, rest, chunk, online_pass.reference.output in private)
+    pack_rest, rest_env = False, ()
+    if value is not None:
+        dependent = online_pass.dependents[value]
+        (extra_axis, _), = dependent.extras
+        if not _in_place(rest, extra_axis.name, online_pass.local_views):
+            packed = _rest_packing(online_pass, dependent, rest, members)
+            if packed is None:
+                return None
+            pack_rest, rest_env = True, packed
+    return TileFold(value, hoisted, rest, chunk, online_pass.reference.output in private, pack_rest, rest_env)
+
+
+def _in_place(rest: Expr, axis: str, views) -> bool:
+    """``rest`` is one plain load, unit stride along ``axis`` (attention's row-major V)."""
+    from weft.ir import IndexOf
+    from weft.lower.access import address_step
+
+    if not isinstance(rest, Load) or rest.padding is not None:
+        return False
+    if any(isinstance(index, IndexOf) for index in rest.index):
+        return False
+    return address_step(rest, views[rest.buffer].strides, axis) == 1
+
+
+def _rest_packing(online_pass, dependent, rest: Expr, members: set[str]) -> tuple[tuple[str, str], ...] | None:
+    """(rest's axis, the scores' batch axis at the same row variable) for every axis of rest
+    other than the pass and extra axes, or None when rest cannot be packed before the tile
+    loop (it reads a buffer of the region, or varies along a row the panel does not index)."""
+    from weft.ir import expr_axes
+
+    if {load.buffer for load in expr_loads(rest)} & members:
+        return None
+    scores = online_pass.scores
+    batch_of_var = {dict(scores.env)[axis]: axis for axis, _ in scores.batch_axes}
+    env = dict(dependent.env)
+    extra = {axis.name for axis, _ in dependent.extras}
+    pairs = []
+    for axis in sorted(expr_axes(rest) - extra - {dependent.fold.fold_axis}):
+        if env.get(axis) not in batch_of_var:
+            return None
+        pairs.append((axis, batch_of_var[env[axis]]))
+    return tuple(pairs)
