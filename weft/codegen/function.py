@@ -7,6 +7,7 @@ from __future__ import annotations
 from weft.codegen.body import STORAGE_TYPE, Counter
 from weft.codegen.contraction import render_contraction
 from weft.codegen.online import OnlinePassWriter
+from weft.codegen.online_tile import write_pass_packing, write_pass_release
 from weft.codegen.render import NestWriter, render_gemm
 from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
@@ -23,6 +24,11 @@ def render_function(function: LoweredFunction) -> str:
     lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
     counter = Counter()
     indent = 1
+    # a one pass's K (and a strided V) packed once per call, shared by every tile (weft.lower.online_scores)
+    packed = [nest for nest in function.nests if isinstance(nest, OnlinePass) and nest.scores is not None]
+    for nest in packed:
+        parallel = function.tile_loop is not None and function.tile_loop.parallel
+        write_pass_packing(nest, lines, indent, counter, parallel)
     if function.tile_loop is not None:
         loop = function.tile_loop
         if loop.parallel:
@@ -46,5 +52,7 @@ def render_function(function: LoweredFunction) -> str:
             raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
     if function.tile_loop is not None:
         lines.append("    }")
+    for nest in packed:
+        write_pass_release(nest, lines, 1)
     lines += ["    return wf_bad_gather;", "}", ""]
     return "\n".join(lines)

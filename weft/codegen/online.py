@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
+from weft.codegen.online_scores import write_block, write_row_packing
+from weft.codegen.online_tile import write_tile_block
 from weft.codegen.render import NestWriter, combine, fold_identity
 from weft.codegen.values import c_value
 from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
@@ -55,6 +57,8 @@ class OnlinePassWriter:
         self.row_counts = online_pass.row_counts
         self.rounded = online_pass.rounded
         self.name = online_pass.name
+        self.scores = online_pass.scores
+        self.tile = online_pass.tile
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
 
@@ -138,8 +142,17 @@ class OnlinePassWriter:
                 emit(depth, f"{ctype} {dependent.accumulator}_p{k}[{self.row_count * self.block}] __attribute__((aligned(64)));")
         if self.rounded:
             emit(depth, f"{ctype} wo_t[{self.block}] __attribute__((aligned(64)));  /* this row's reference terms */")
+        if self.scores is not None:
+            write_row_packing(self.scores, self.local_views, self.rows, self.row_counts, lines, depth, counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
-        for nest in self.streamed_nests:  # this block of the streamed members, by their own nests
+        if self.tile is not None:  # a full key block: every fold on the scores' register tile
+            emit(depth + 1, f"if (wo_jb + {self.block} <= {extent}) {{")
+            write_tile_block(self, lines, depth + 2, counter)
+            emit(depth + 2, "continue;")
+            emit(depth + 1, "}")
+        if self.scores is not None:  # this block of the scores on the register tile
+            write_block(self.scores, self.local_views, self.rows, self.row_counts, lines, depth + 1, counter)
+        for nest in () if self.scores is not None else self.streamed_nests:  # else by their own nests
             NestWriter(nest, lines, counter).write(depth + 1)
         inner = self._row_loops(lines, depth + 1)
         emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{self.row_flat}]}}; {ctype} wo_ref_new[1];")

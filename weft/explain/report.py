@@ -285,7 +285,10 @@ def format_lowering(lowered) -> str:
         if function.scratch:
             parts.append(f"scratch {sum(s.elements * s.dtype.itemsize for s in function.scratch)} B per tile")
         if "OnlinePass" in kinds:
-            parts.append("one pass (rescaled)")
+            online = next(nest for nest in function.nests if type(nest).__name__ == "OnlinePass")
+            form = (", scores and folds on the register tile" if getattr(online, "tile", None) is not None
+                    else ", scores on the register tile" if getattr(online, "scores", None) is not None else "")
+            parts.append(f"one pass (rescaled){form}")
         if "GemmCall" in kinds:
             parts.append("BLAS")
         lines.append("  " + "; ".join(parts))

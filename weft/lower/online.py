@@ -39,6 +39,14 @@ per-row loop only parks that part in block scratch, and after it a group of rows
 group's accumulators (rows x vectors of ``e``) stay in registers as independent add
 chains (``_shared_rows``). Each accumulator still folds in ascending pass order.
 
+When the one streamed member is a contraction along the pass axis (attention's scores),
+it runs on the contraction microkernel's register tile instead of its member nest
+(``weft.lower.online_scores``: K packed once per call before the tile loop, Q once per
+tile), and when the folds allow (a max reference, sum dependents, at most one with an
+axis of its own and a ``p * V`` term) every full key block runs on that tile: block max,
+rescale, exp and row sums on the score registers, ``P x V`` on a rows x ``e`` tile
+(``OnlinePass.scores``, ``OnlinePass.tile``). A partial last block runs the pass above.
+
 Members of the region outside the pass run as ordinary tile-restricted nests
 before or after it. When an axis of the pass cannot be matched up (an index map
 the pass does not follow), the region falls back to the plain fused lowering.
@@ -89,6 +97,7 @@ from weft.lower.fused import (
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
+from weft.lower.online_scores import PackedScores, TileFold, packed_scores, tile_fold
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
@@ -140,6 +149,8 @@ class OnlinePass:
     fold_lanes: bool = False  # Inference: vectors along the pass axis
     row_counts: tuple[int, ...] = ()  # rows of the tile along each row axis
     rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
+    scores: PackedScores | None = None  # the streamed contraction on the register tile (online_scores)
+    tile: TileFold | None = None  # the folds on that register tile, full key blocks (online_scores)
 
     @property
     def name(self) -> str:
@@ -282,10 +293,17 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     if not streamed and not rounded:  # nothing to compute per block: each row walks the whole axis
         block = online.extent
     fold_lanes = target.lanes > 1 and online.extent >= target.lanes and local_views[reference.output].dtype.is_float
-    return OnlinePass(
+    scores = None
+    if len(streamed) == 1 and fold_lanes:
+        (name,) = streamed
+        scores = packed_scores(plan.kernel(name), envs[name], rows[-1][1], {var for _, var, _, _ in rows[:-1]},
+                               local_views, online.extent, block, target.lanes, set(region.members), counts[-1])
+    online_pass = OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
-        target.lanes, block, row_count, fold_lanes, tuple(counts), rounded,
+        target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
+    tile = tile_fold(online_pass, target.lanes, set(region.private), set(region.members))
+    return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 
 def block_views(
@@ -360,11 +378,13 @@ def strided_dependent(plan: Plan, region: FusedRegion, online: OnlineFold) -> tu
 
 
 def one_pass_declined(plan: Plan, region: FusedRegion, online: OnlineFold,
-                      schedule: tuple[tuple[str, ...], tuple[str, ...]] | None) -> str | None:
+                      schedule: tuple[tuple[str, ...], tuple[str, ...]] | None, packed: str | None = None) -> str | None:
     """Why the lowering prefers the plain fused form although the rewrite fired (None: it does not).
-    ``schedule``: the members before and after the pass (``OnePass.schedule``)."""
+    ``schedule``: the members before and after the pass (``OnePass.schedule``); ``packed``: a
+    dependent whose rest the register tile packs once per call (``TileFold.pack_rest``), so
+    its strided read is paid once, not once per row."""
     strided = strided_dependent(plan, region, online)
-    if strided is not None:
+    if strided is not None and strided[0] != packed:
         return (f"{strided[0]} would read {strided[1]} across its rows inside the pass (the pass axis is"
                 " its inner dimension): plain fused form")
     if schedule is None:
@@ -466,7 +486,9 @@ def lower_online_region(
         online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
     except _Unmappable:
         return None
-    if one_pass_declined(plan, region, online, found.schedule) is not None:
+    tile = online_pass.tile
+    packed = online_pass.dependents[tile.value_dependent].fold.member if tile is not None and tile.pack_rest else None
+    if one_pass_declined(plan, region, online, found.schedule, packed) is not None:
         return None
     before, after = found.schedule
     taken |= probe

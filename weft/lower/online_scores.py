@@ -1,0 +1,271 @@
+"""The one pass's streamed contraction (attention's scores) on the packed register tile.
+
+Inside the one pass (``weft.lower.online``) a streamed member computes one tile of rows by
+one block of the pass axis at a time. When that member is a contraction whose column axis is
+the pass axis (``s[b, h, i, j] = sum_d q[b, h, i, d] * k[b, h, j, d]``), it runs as the
+contraction microkernel's register tile instead of its own member nest:
+
+- the column factor (``k``) is packed **once per function call**, before the tile loop, into
+  key blocks ``kp[batch point][block][d][block columns]`` (zeros past the pass axis), so every
+  query tile reads the same packed panel (its gathers are paid once, not once per tile);
+- the row factor (``q``) is packed once per tile into ``qp[row][d]``;
+- a block of scores is ``MICRO_ROWS`` rows x ``block`` columns of FMA accumulators over ``d``
+  (6 x 4 vectors = 24 of the 32 AVX-512 registers, as in ``weft.lower.contraction``), stored to
+  the block scratch the rest of the pass already reads.
+
+Before/after (attention 5184 x 32, one head, 16 lanes)::
+
+    s block: member nest, k gathered into a panel per query tile and key block
+    s block: PackedScores(row axis i, column axis j, fold d = 32, 6 x 64 register tile,
+             k packed once into 81 blocks of 32 x 64)
+
+Inference only (the pass is). Each score is one FMA chain over ``d`` ascending.
+The packed column factor reads only the function's inputs (a factor computed inside the
+region is produced per tile, after the packing would run): otherwise None (the member nest).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from weft.ir import Binary, BinaryOp, Const, DType, Expr, Kernel, Load, Where, expr_axes, expr_loads
+from weft.lower.contraction import MICRO_ROWS, split_contraction
+from weft.lower.nest import BufferView
+
+TILE_REGISTERS = 24
+"""Accumulators of the register tile (6 rows x 4 vectors at 16 lanes, as the contraction
+microkernel; 3 x 8 at 8 lanes, 1 x 16 at 4, for a key block of 64)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackedScores:
+    """The streamed contraction of a one pass on the register tile (module doc)."""
+
+    kernel: Kernel
+    x_factor: Expr  # the row factor (q), packed per tile
+    y_factor: Expr  # the column factor (k), packed once per call
+    row_axis: str  # the contraction's row axis (i), walked by the pass's last row variable
+    column_axis: str  # the contraction's column axis (j): the pass axis
+    fold_axis: str  # d
+    batch_axes: tuple[tuple[str, int], ...]  # (axis, extent): one packed panel per point
+    env: tuple[tuple[str, str], ...]  # the contraction's axes -> the pass's row variables
+    depth: int  # points of the fold (d)
+    extent: int  # points of the pass axis
+    block: int  # columns per key block (the pass's block)
+    lanes: int
+    rows: int = MICRO_ROWS
+    packed_k: str = "wa_kp"
+    scale: float = 1.0  # the body's constant factors, applied once per score (Inference)
+    mask: Expr | None = None  # causal: where(mask, sum, masked) with mask free of the fold axis
+    masked: float = 0.0
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.extent // self.block)
+
+    @property
+    def batch_points(self) -> int:
+        return math.prod(extent for _, extent in self.batch_axes)
+
+    @property
+    def panel_floats(self) -> int:
+        """Floats of one batch point's packed column factor."""
+        return self.blocks * self.depth * self.block
+
+    def describe(self) -> str:
+        batch = f"{self.batch_points} x " if self.batch_axes else ""
+        return (f"{self.kernel.output}: packed register tile {self.rows}x{self.block} over {self.fold_axis} "
+                f"({self.depth}), {batch}{self.blocks} key blocks packed once per call")
+
+
+def packed_scores(
+    kernel: Kernel, env: dict[str, str], row_var: str, row_outer_vars: set[str], views: dict[str, BufferView],
+    extent: int, block: int, lanes: int, private: set[str], tile_rows: int = MICRO_ROWS,
+) -> PackedScores | None:
+    """The register-tile form of the streamed member ``kernel`` (module doc), or None.
+
+    ``env``: the member's axes -> the pass's variables (rows, and ``wo_j`` for the pass axis);
+    ``row_var``: the pass's last (innermost) row variable; ``row_outer_vars``: the others;
+    ``tile_rows``: the tile's rows along ``row_var`` (a decode step's one query: a 1-row tile).
+    """
+    if block % lanes or lanes < 4 or len(kernel.fold_axes) != 1:
+        return None
+    mask, masked, body = _masked_body(kernel)
+    if body is None:
+        return None
+    product = dataclasses.replace(kernel, body=body)
+    split = split_contraction(product, views)
+    if split is None:
+        return None
+    x, y, term, rows, column, batch = split
+    inner = [axis for axis in rows if env.get(axis) == row_var]
+    if env.get(column) != "wo_j" or len(inner) != 1:
+        return None
+    # every other axis is fixed per tile row point: batch axes pick the packed panel, and a row
+    # axis y does not read (the query heads of one K/V head) shares it
+    if any(env.get(axis) not in row_outer_vars for axis in batch + tuple(a for a in rows if a != inner[0])):
+        return None
+    leaves = _product_leaves(body)
+    if len([leaf for leaf in leaves if not isinstance(leaf, Const)]) != 2 or not _product_only(body):
+        return None
+    scale = math.prod(float(leaf.value) for leaf in leaves if isinstance(leaf, Const))
+    if {load.buffer for load in expr_loads(y)} & private:
+        return None  # produced inside the region: not ready before the tile loop
+    if any(views[load.buffer].dtype is not DType.FLOAT32 for load in expr_loads(x) + expr_loads(y)):
+        return None
+    extents = {axis.name: axis.extent for axis in kernel.all_axes}
+    fold = kernel.fold_axes[0]
+    return PackedScores(
+        kernel=kernel, x_factor=x, y_factor=y, row_axis=inner[0], column_axis=column, fold_axis=fold.name,
+        batch_axes=tuple((axis, extents[axis]) for axis in batch), env=tuple(env.items()), depth=fold.extent,
+        extent=extent, block=block, lanes=lanes, rows=max(1, min(MICRO_ROWS, TILE_REGISTERS // (block // lanes), tile_rows)),
+        scale=scale, mask=mask, masked=masked,
+    )
+
+
+def _masked_body(kernel: Kernel) -> tuple[Expr | None, float, Expr | None]:
+    """(mask, masked value, product) of a body ``where(mask, product, c)`` whose mask does not
+    read the fold axis and whose ``c`` sums to itself over any number of terms (±inf, 0): the
+    fold of it is ``where(mask, sum product, c)`` (causal attention's scores); (None, 0, body)
+    for any other body."""
+    body = kernel.body
+    if not isinstance(body, Where):
+        return None, 0.0, body
+    fold = {axis.name for axis in kernel.fold_axes}
+    if expr_axes(body.condition) & fold or not isinstance(body.if_false, Const):
+        return None, 0.0, None
+    value = float(body.if_false.value)
+    if not (math.isinf(value) or value == 0.0):
+        return None, 0.0, None
+    return body.condition, value, body.if_true
+
+
+def _product_leaves(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
+        return _product_leaves(expr.left) + _product_leaves(expr.right)
+    return [expr]
+
+
+def _product_only(expr: Expr) -> bool:
+    """A tree of multiplications of loads and float constants (the tile computes ``sum x * y``
+    and multiplies the constants in once)."""
+    return all(isinstance(leaf, Load | Const) and (not isinstance(leaf, Const) or leaf.dtype is DType.FLOAT32)
+               for leaf in _product_leaves(expr))
+
+
+@dataclass(frozen=True, slots=True)
+class TileFold:
+    """The pass's folds applied on the scores' register tile, for every full key block.
+
+    Per group of ``MICRO_ROWS`` rows: the reference terms from the accumulators, the block
+    max (one horizontal reduction per row), one rescale per row when it moved, the terms of
+    each dependent without an axis of its own (the row sum, a vector accumulator per row),
+    and for the one dependent with an axis of its own (the output's ``e``) whose term is
+    ``p * rest`` (``p = exp(t - m)`` along the pass axis, ``rest = V[j, e]`` the same for
+    every row): ``p`` parked in a row-group scratch, then ``rows x chunk_vectors`` output
+    accumulators take every key of the block (the contraction microkernel's tile, ``p``
+    broadcast, ``rest`` a vector along ``e``). A partial last block runs the general pass.
+
+    ``pack_rest``: when ``rest`` is not one unit-stride load along ``e`` (a transposed or
+    gathered V), it is packed once per call, like K, into ``[batch point][key][e]``; its row
+    axes must be the scores' batch axes (the panel's index). A unit-stride V is read in place:
+    its rows are already the tile's y operand.
+
+    ``plain_max``: when the reference (the row max) is private to the region, the block max
+    folds lanes by compare-select instead of the NaN-propagating max: a NaN score still makes
+    its term ``exp(NaN - m)`` NaN, so every output of the row is NaN as the oracle's is, and
+    only the private max itself could differ.
+    """
+
+    value_dependent: int | None  # index into OnlinePass.dependents
+    hoisted: Expr | None  # p: varies along the pass axis, not along the extra axis
+    rest: Expr | None  # the same for every row
+    chunk_vectors: int = 0  # output vectors per register tile row
+    plain_max: bool = False  # the reference is private: its lanes fold by compare-select (module doc)
+    pack_rest: bool = False  # rest is not one unit-stride load along e: packed once per call (wa_vp)
+    rest_env: tuple[tuple[str, str], ...] = ()  # with pack_rest: rest's row axes -> the scores' batch axes
+    packed_v: str = "wa_vp"
+
+    def rest_floats(self, extent: int, value_extent: int) -> int:
+        """Floats of one batch point's packed rest (``extent`` keys x ``value_extent``)."""
+        return extent * value_extent
+
+
+def tile_fold(online_pass, lanes: int, private: set[str], members: set[str]) -> TileFold | None:
+    """The register-tile form of ``online_pass``'s folds (``TileFold``), or None: the
+    reference folds a max, every dependent a sum, and at most one dependent has an axis of
+    its own, a whole number of vectors long, with a ``p * rest`` term as above."""
+    from weft.ir import Binary, BinaryOp, Combiner, expr_axes
+
+    if online_pass.scores is None or online_pass.online.reference_combiner is not Combiner.MAX:
+        return None
+    row_var = online_pass.rows[-1][1]
+    value, hoisted, rest, chunk = None, None, None, 0
+    for number, dependent in enumerate(online_pass.dependents):
+        if dependent.fold.combiner is not Combiner.SUM:
+            return None
+        if not dependent.extras:
+            continue
+        if value is not None or len(dependent.extras) != 1:
+            return None
+        extra_axis = dependent.extras[0][0]
+        if extra_axis.extent % lanes:
+            return None
+        term, fold_axis = dependent.fold.term, dependent.fold.fold_axis
+        if not (isinstance(term, Binary) and term.op is BinaryOp.MUL):
+            return None
+        row_axes = {axis for axis, var in dependent.env if var == row_var}
+        for p, r in ((term.left, term.right), (term.right, term.left)):
+            p_axes, r_axes = expr_axes(p), expr_axes(r)
+            if fold_axis in p_axes and extra_axis.name not in p_axes and not (r_axes & row_axes):
+                hoisted, rest = p, r
+                break
+        else:
+            return None
+        value = number
+        vectors = extra_axis.extent // lanes
+        chunk = next(c for c in (4, 3, 2, 1) if vectors % c == 0)
+    pack_rest, rest_env = False, ()
+    if value is not None:
+        dependent = online_pass.dependents[value]
+        (extra_axis, _), = dependent.extras
+        if not _in_place(rest, extra_axis.name, online_pass.local_views):
+            packed = _rest_packing(online_pass, dependent, rest, members)
+            if packed is None:
+                return None
+            pack_rest, rest_env = True, packed
+    return TileFold(value, hoisted, rest, chunk, online_pass.reference.output in private, pack_rest, rest_env)
+
+
+def _in_place(rest: Expr, axis: str, views) -> bool:
+    """``rest`` is one plain load, unit stride along ``axis`` (attention's row-major V)."""
+    from weft.ir import IndexOf
+    from weft.lower.access import address_step
+
+    if not isinstance(rest, Load) or rest.padding is not None:
+        return False
+    if any(isinstance(index, IndexOf) for index in rest.index):
+        return False
+    return address_step(rest, views[rest.buffer].strides, axis) == 1
+
+
+def _rest_packing(online_pass, dependent, rest: Expr, members: set[str]) -> tuple[tuple[str, str], ...] | None:
+    """(rest's axis, the scores' batch axis at the same row variable) for every axis of rest
+    other than the pass and extra axes, or None when rest cannot be packed before the tile
+    loop (it reads a buffer of the region, or varies along a row the panel does not index)."""
+    from weft.ir import expr_axes
+
+    if {load.buffer for load in expr_loads(rest)} & members:
+        return None
+    scores = online_pass.scores
+    batch_of_var = {dict(scores.env)[axis]: axis for axis, _ in scores.batch_axes}
+    env = dict(dependent.env)
+    extra = {axis.name for axis, _ in dependent.extras}
+    pairs = []
+    for axis in sorted(expr_axes(rest) - extra - {dependent.fold.fold_axis}):
+        if env.get(axis) not in batch_of_var:
+            return None
+        pairs.append((axis, batch_of_var[env[axis]]))
+    return tuple(pairs)
