@@ -14,7 +14,7 @@ Semantics where weft.nn differs from ATen, handled here (or refused):
 - ``index.Tensor`` with a negative index wraps (ATen) before the gather.
 - ``bitwise_and`` only on bool (it is ``logical_and`` there); integer bit ops fall back.
 - ``any`` folds ``max`` over the values cast to int32 (weft.nn refuses bool folds).
-- ``cos``/``sin`` and any op not in ``LOWERINGS`` fall back (Weft has no cos/sin yet).
+- any op not in ``LOWERINGS`` falls back.
 - zero-size tensors, float16/bfloat16/float64 and complex fall back (the partitioner checks).
 """
 
@@ -175,6 +175,7 @@ for _target, _function in {
     aten.rsqrt.default: nn.rsqrt, aten.sqrt.default: nn.sqrt, aten.exp.default: nn.exp,
     aten.log.default: nn.log, aten.tanh.default: nn.tanh, aten.sigmoid.default: nn.sigmoid,
     aten.silu.default: nn.silu, aten.erf.default: nn.erf, aten.relu.default: nn.relu,
+    aten.sin.default: nn.sin, aten.cos.default: nn.cos,
     aten.reciprocal.default: lambda x: nn.div(1.0, x),
 }.items():
     LOWERINGS[_target] = _float_unary(_function)
