@@ -440,9 +440,24 @@ def _gather(out, x, dim, index, sparse_grad=False):
 
 @lowers(aten.convolution.default)
 def _convolution(out, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or groups != 1 or x.ndim != 4:
-        raise LoweringError(f"convolution (transposed={transposed}, groups={groups}, rank {x.ndim})")
-    return nn.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation))
+    """2-D convolution (batched or not, any ``groups``) as ``weft.nn.conv2d``; 1-D as a 2-D one
+    of height 1. ATen's ``convolution`` takes explicit per-side padding (``padding="same"`` is
+    resolved before it, with a ``constant_pad_nd`` where the two sides differ). Transposed
+    convolution and 3-D convolution are refused (the partitioner leaves them to eager)."""
+    if transposed:
+        raise LoweringError("transposed convolution (Weft has no conv_transpose)")
+    if not isinstance(x, Tensor) or not isinstance(weight, Tensor):
+        raise LoweringError("convolution of a non-tensor operand")
+    spatial = weight.ndim - 2
+    if spatial == 2 and x.ndim in (3, 4):
+        return nn.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
+    if spatial == 1 and x.ndim in (2, 3):
+        batched = x.ndim == 3
+        wide = nn.unsqueeze(x, -2)  # (N, C, 1, L) or (C, 1, L)
+        kernel = nn.unsqueeze(weight, -2)  # (O, C/groups, 1, K)
+        result = nn.conv2d(wide, kernel, bias, (1, stride[0]), (0, padding[0]), (1, dilation[0]), groups)
+        return nn.squeeze(result, -2 if batched else 1)
+    raise LoweringError(f"convolution over {spatial} spatial dims (input rank {x.ndim}): Weft has conv2d only")
 
 
 # ---------------------------------------------------------------- views
