@@ -73,11 +73,11 @@ def qwen_decode(small: bool):
     model = transformers.Qwen2ForCausalLM(config).eval()
     prompt = torch.randint(0, shape["vocab_size"], (1, 32 if small else 128))
     with torch.no_grad():
-        cache = model(prompt, use_cache=True).past_key_values
+        cache = model(prompt, use_cache=True).cache
     token = prompt[:, -1:]
 
     def step(arm):
-        logits = arm(token, past_key_values=cache, use_cache=True).logits
+        logits = arm(token, cache=cache, use_cache=True).logits
         cache.crop(-1)  # drop the token just appended: every step sees the same KV length
         return logits
 
