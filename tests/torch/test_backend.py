@@ -243,3 +243,36 @@ def test_parameters_bound_once_still_see_in_place_updates():
         second = torch.randn(2, 5, 16)
         got = compiled(second)
     assert_inference_close(got.numpy(), reference(model, second)[0])
+
+
+class Scaled(torch.nn.Module):
+    """A Python float attribute: under dynamic=True dynamo passes it as a 0-d float64 tensor."""
+
+    def __init__(self, scaling):
+        super().__init__()
+        self.scaling = scaling
+
+    def forward(self, x):
+        return torch.cos(x) * self.scaling + torch.sin(x)
+
+
+def test_dynamo_float_scalars_enter_the_plan_as_float32_with_no_fallback():
+    model = Scaled(0.1 + 2.0**-40)  # not a float32: the cast to float32 rounds it, in Weft as in eager
+    x = torch.randn(3, 7) * 100
+    with Recorder() as reports, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got = torch.compile(model, backend=wt.backend, dynamic=True)(x)
+        want = model(x)
+    assert {op for report in reports for op in report.fallbacks} == set()
+    ops = {op for report in reports for partition in report.partitions for op in partition.ops}
+    assert "prims.convert_element_type.default" in ops or "aten._to_copy.default" in ops, ops
+    assert_inference_close(got.numpy(), want.double().numpy(), context="scaled cos/sin")
+
+
+class Recorder(list):
+    def __enter__(self):
+        self.token = wt._REPORTS.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        wt._REPORTS.reset(self.token)

@@ -106,8 +106,11 @@ def _scalar_cast_in(node: fx.Node, values: dict[fx.Node, object]) -> bool:
 
 def drop_identity_casts(graph: fx.Graph, values: dict[fx.Node, object]) -> None:
     """Remove ``convert_element_type(x, x.dtype)`` (a no-op): dynamo's float64 scalars pass
-    through one before the cast to float32 that Weft can take over."""
+    through one before the cast to float32 that Weft can take over. A cast the graph returns
+    stays (its result is a new tensor, never the input: aot_autograd relies on that)."""
     for node in list(graph.nodes):
+        if any(user.op == "output" for user in node.users):
+            continue
         if node.target is CONVERT and node.args and isinstance(node.args[0], fx.Node):
             source = values.get(node.args[0])
             result = values.get(node)
