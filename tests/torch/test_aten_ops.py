@@ -106,6 +106,12 @@ CASES = [
      lambda: (rand(2, 3, 11), rand(4, 3, 3), rand(4))),
     ("aten.convolution.default", lambda x, w: F.conv1d(x, w, padding=2, groups=4),  # depthwise 1-D, unbatched
      lambda: (rand(4, 9), rand(4, 1, 5))),
+    ("aten.index_put.default", lambda c, v, p: c.index_copy(2, p, v),  # a static KV cache write
+     lambda: (rand(1, 2, 9, 4), rand(1, 2, 3, 4), torch.tensor([4, 0, 8]))),
+    ("aten.index_put.default", lambda c, v, p: torch.index_put(c, (p,), v),  # repeated and negative indices
+     lambda: (rand(6, 3), rand(4, 3), torch.tensor([1, -1, 1, 2]))),
+    ("aten.index_put.default", lambda c, v, p: c.index_copy(1, p, v),  # inner dim, values broadcast
+     lambda: (rand(3, 5), rand(1, 2).expand(3, 2), torch.tensor([0, 3]))),
     ("aten.sin.default", torch.sin, lambda: (rand(3, 40) * 40,)),
     ("aten.cos.default", torch.cos, lambda: (rand(3, 40) * 3e4,)),  # rotary-table magnitudes
     ("aten.abs.default", torch.abs, lambda: (rand(3, 4),)),

@@ -107,6 +107,29 @@ def test_qwen2_greedy_generate_gives_eager_tokens_without_per_length_recompiles(
     assert {"aten.cos.default", "aten.sin.default"} <= ops
 
 
+def test_qwen2_static_cache_generate_compiles_once_for_every_decode_length():
+    """A static KV cache (transformers' StaticCache: index_copy_ at cache_position, attention over
+    the whole cache under a mask) has the same shapes at every decode step: one Weft specialization
+    for the prompt and one for all decode steps, 0 fallbacks (the cache write is index_put)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(1)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    prompt = torch.randint(0, 96, (1, 5))
+    settings = dict(max_new_tokens=7, do_sample=False, pad_token_id=0, cache_implementation="static")
+    with torch.no_grad():
+        want = model.generate(prompt, **settings)
+        model.forward = torch.compile(model.forward, backend=wt.backend)
+        with Recorder() as reports:
+            got = model.generate(prompt, **settings)
+    assert got.tolist() == want.tolist()
+    assert fallbacks(None, reports) == {}
+    assert len(reports) == 2  # prompt and decode step, not one per length
+    ops = {op for report in reports for partition in report.partitions for op in partition.ops}
+    assert "aten.index_put.default" in ops
+
+
 def _factors(expr):
     if isinstance(expr, Binary) and expr.op is BinaryOp.MUL:
         return _factors(expr.left) + _factors(expr.right)

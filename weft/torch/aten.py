@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from weft import nn
-from weft.ir import DType, IndexOf
+from weft.ir import Binary, BinaryOp, Const, DType, IndexOf, Where
 from weft.nn.elementwise import broadcast_read
 from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.nn.views import read_padded
@@ -423,6 +423,41 @@ def _index(out, x, indices):
     source = tuple(IndexOf(broadcast_read(wrapped[d], batch, batch_index)) if d in wrapped else next(rest)
                    for d in range(x.ndim))
     return x.tracer.emit("index", axes, x.read(source), x.dtype)
+
+
+@lowers(aten.index_put.default)
+def _index_put(out, x, indices, values, accumulate=False):
+    """``x`` with ``x[..., index, ...] = values`` along one dim, by one 1-D integer index tensor:
+    the KV-cache write of a static cache (``index_copy_`` at ``cache_position``).
+
+    Two members: ``slot[j]`` = 1 + the last position ``k`` with ``index[k] == j`` (0 where
+    none; a max fold over k, so a repeated index keeps its last value, as ATen's CPU kernel
+    writes in order), then ``out[..., j, ...] = slot[j] ? values[..., slot[j] - 1, ...] :
+    x[..., j, ...]``. Negative indices wrap first; an index outside ``x`` matches no slot
+    (ATen raises there: Weft leaves that row unchanged). ``accumulate=True``, several index
+    tensors and bool masks are refused."""
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if accumulate or len(given) != 1:
+        raise LoweringError(f"index_put with accumulate={accumulate} or {len(given)} index tensors (one, no accumulate)")
+    dim, index = given[0]
+    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim != 1 or not isinstance(values, Tensor):
+        raise LoweringError("index_put by a bool mask or a non 1-D index (one 1-D integer index tensor)")
+    extent, count = x.shape[dim], index.shape[0]
+    target = x.shape[:dim] + (count,) + x.shape[dim + 1:]
+    values = nn.broadcast_to(_as(values, x.dtype), target)
+    kind = index.dtype
+    wrapped = nn.where(nn.less(index, 0), nn.add(index, python_scalar(extent, kind)), index)
+    rows = nn.reshape(arange(0, 1, extent, kind), (extent, 1))
+    hits = nn.where(nn.equal(nn.reshape(wrapped, (1, count)), rows),
+                    nn.reshape(arange(1, 1, count, kind), (1, count)), constant(0, (1, count), kind))
+    slot = nn.max(hits, axis=1)
+    axes = axes_for(tuple(x.shape))
+    position = axis_index(axes)
+    slot_here = slot.read((position[dim],))
+    written = Binary(BinaryOp.GT, slot_here, Const(0, kind))
+    source = Where(written, Binary(BinaryOp.SUB, slot_here, Const(1, kind)), Const(0, kind))
+    from_values = values.read(position[:dim] + (IndexOf(source),) + position[dim + 1:])
+    return x.tracer.emit("index_put", axes, Where(written, from_values, x.read(position)), x.dtype)
 
 
 @lowers(aten.gather.default)
