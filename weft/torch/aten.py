@@ -14,6 +14,11 @@ Semantics where weft.nn differs from ATen, handled here (or refused):
 - ``index.Tensor`` with a negative index wraps (ATen) before the gather.
 - ``bitwise_and`` only on bool (it is ``logical_and`` there); integer bit ops fall back.
 - ``any`` folds ``max`` over the values cast to int32 (weft.nn refuses bool folds).
+- ``index_put`` by one 1-D integer index, no accumulate (a static KV cache's write); an
+  index outside the tensor leaves it unchanged where ATen raises.
+- ``convolution``: 2-D (batched or not, any ``groups``) and 1-D (as 2-D of height 1);
+  transposed and 3-D convolution fall back.
+- ``cos``/``sin`` are Weft's own (NaN for |x| > 2^22, where ATen reduces any argument).
 - any op not in ``LOWERINGS`` falls back.
 - zero-size tensors, float16/bfloat16/float64 and complex fall back (the partitioner checks).
 """
