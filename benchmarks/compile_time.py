@@ -4,7 +4,7 @@ For ``qwen-decode-step`` (1, 4, 16, 24 layers), ``sam3-encoder`` (1, 4, 16, 32 b
 and a user-written BERT-like encoder (``user_encoder`` below: hidden 384, 12 heads,
 padding mask, post-LN, written with ``weft.nn`` as a user would; 1, 4, 6 layers, the
 6-layer MiniLM-sized stack of issue 13), this compiles each plan with
-``contract="inference", fusion="greedy"``:
+``contract="inference", fusion="greedy"`` (``--fusion priced``: the priced policy, below):
 
 * **cold**: in a fresh process with a fresh, empty ``WEFT_CACHE_DIR`` (the C compiler runs);
 * **warm**: in another fresh process with that cache full: the compile record
@@ -21,7 +21,17 @@ and ``load`` (``CompiledPlan``, the shared object opened). Besides wall time eac
 records the CPU seconds of the process and of its children (the C compiler): the
 machine is shared, so wall time includes waiting for a core.
 
+``--fusion priced`` (issue 12's must-show): the cold compile prices (and may race) every
+region signature and writes the decision record; the warm one must price nothing and race
+nothing (its compile record is reused while every verdict it rests on is still recorded),
+run the same kernel set and produce the same output digest (random inputs, never zeros),
+in under 10% of the cold time. Each row reports the prices, races and verdicts of each
+compile, the kernel-set and digest equality and warm / cold. The machine profile is
+calibrated once beforehand and copied into every fresh cache (calibration is a one-time
+cost per machine, not part of a compile); its seconds are reported.
+
     python benchmarks/compile_time.py                  # all rows, ~2-4 min
+    python benchmarks/compile_time.py --fusion priced --workloads qwen-decode-step,sam3-encoder --depths full
     python benchmarks/compile_time.py --quick          # 1 and 4 layers only
     python benchmarks/compile_time.py --workloads qwen-decode-step --repeats 3
 
@@ -88,7 +98,7 @@ def _trace(workload: str, depth: int):
     return get_workload(workload).plan(**{DEPTH_PARAM[workload]: depth})
 
 
-def child(workload: str, depth: int) -> dict:
+def child(workload: str, depth: int, fusion: str = "greedy", digest: bool = True) -> dict:
     """One measurement in this (fresh) process: trace and compile, timed by stage."""
     import weft
     import weft.compose
@@ -97,54 +107,124 @@ def child(workload: str, depth: int) -> dict:
     import weft.workloads  # noqa: F401 - imports are process start-up, not compile
     from weft.runtime.binding import scipy_sgemm_pointer
 
+    if fusion == "priced":
+        import weft.decide.verdicts  # noqa: F401 - start-up too
     scipy_sgemm_pointer()  # import SciPy's BLAS now: process start-up, not compile
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu, wall = time.process_time(), time.perf_counter()
     plan = _trace(workload, depth)
     traced = time.perf_counter()
     compile_cpu = time.process_time()
-    compiled = weft.compile(plan, contract="inference", fusion="greedy")
+    compiled = weft.compile(plan, contract="inference", fusion=fusion)
     done = time.perf_counter()
     total = done - wall
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     functions = compiled.lowered.functions
-    return {
-        "workload": workload, "depth": depth, "members": len(plan.kernels), "calls": len(functions),
-        "distinct_functions": len({function.name for function in functions}),
+    row = {
+        "workload": workload, "depth": depth, "fusion": fusion, "members": len(plan.kernels),
+        "calls": len(functions), "distinct_functions": len({function.name for function in functions}),
         "compiled_now": compiled.compiled_now, "from_record": compiled.from_record, "seconds": total,
         "compile_seconds": done - traced, "compile_cpu_seconds": time.process_time() - compile_cpu,
         "stages": {"trace": traced - wall, **compiled.stage_seconds},
         "cpu_seconds": time.process_time() - cpu,
         "compiler_cpu_seconds": (children.ru_utime + children.ru_stime) - (usage.ru_utime + usage.ru_stime),
+        "kernel_set": compiled.kernel_set(),
     }
+    if fusion == "priced":
+        from weft.decide.race import RaceInputs
+
+        report = compiled.decide_report
+        row["decide"] = {"recorded": report.recorded, "priced": report.priced, "raced": report.raced,
+                         "race_skipped": report.race_skipped, "written": report.written,
+                         "price_calls": report.price_calls, "from_compile_record": report.from_compile_record,
+                         "undecided": not report.rests_on}
+        row["output_digest"] = compiled.output_digest(*RaceInputs(seed=1).for_plan(plan)) if digest else None
+    return row
 
 
-def measure(workload: str, depth: int, cache_dir: str) -> dict:
+def runs_cheaply(workload: str, depth: int) -> bool:
+    """Whether one run of the plan takes seconds, not minutes (the output digest runs it): the
+    32-block SAM3 encoder (72 x 72 tokens, width 1024) takes minutes per run on two cores."""
+    return not (workload == "sam3-encoder" and depth > 4)
+
+
+def measure(workload: str, depth: int, cache_dir: str, fusion: str = "greedy", digest: bool = True) -> dict:
     environment = {**os.environ, "WEFT_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", workload, str(depth)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", workload, str(depth), "--fusion", fusion,
+               *(() if digest else ("--no-digest",))]
     result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def run(workloads, repeats: int, quick: bool) -> list[dict]:
+def calibrated_profile(folder: Path) -> float:
+    """Calibrate this machine's profile into ``folder/machine`` (copied into every fresh cache
+    of a priced run: a one-time cost per machine, not a compile's); returns its seconds."""
+    environment = {**os.environ, "WEFT_CACHE_DIR": str(folder), "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "from weft.cost.machine import machine_profile; machine_profile()"],
+                   check=True, env=environment, timeout=900)
+    return time.perf_counter() - start
+
+
+def fresh_cache(profile_folder: Path | None) -> tempfile.TemporaryDirectory:
+    folder = tempfile.TemporaryDirectory(prefix="weft-compile-time-")
+    if profile_folder is not None:
+        shutil.copytree(profile_folder / "machine", Path(folder.name) / "machine")
+    return folder
+
+
+def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wanted: str = "all",
+        digest: str = "auto") -> list[dict]:
     rows = []
+    profile_folder = None
+    if fusion == "priced":
+        profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-profile-"))
+        print(f"machine profile calibrated in {calibrated_profile(profile_folder):.1f} s (once; copied into each"
+              " fresh cache)", flush=True)
     for workload in workloads:
         depths = DEPTHS[workload][:2] if quick else DEPTHS[workload]
+        if depths_wanted == "full":
+            depths = depths[-1:]
         for depth in depths:
             for repeat in range(repeats):
-                with tempfile.TemporaryDirectory(prefix="weft-compile-time-") as cache_dir:
-                    cold = measure(workload, depth, cache_dir)
-                    warm = measure(workload, depth, cache_dir)
-                    shutil.rmtree(Path(cache_dir) / "records")
-                    engine = measure(workload, depth, cache_dir)
-                assert cold["compiled_now"] and not cold["from_record"], "cold must compose, lower and compile"
-                assert warm["from_record"] and not warm["compiled_now"], "warm must reuse the record and object"
-                assert not engine["from_record"] and not engine["compiled_now"], "engine: no record, cached object"
-                rows.append({"repeat": repeat, "cold": cold, "warm": warm, "engine": engine})
+                outputs = digest == "always" or (digest == "auto" and runs_cheaply(workload, depth))
+                with fresh_cache(profile_folder) as cache_dir:
+                    cold = measure(workload, depth, cache_dir, fusion, outputs)
+                    warm = measure(workload, depth, cache_dir, fusion, outputs)
+                    shutil.rmtree(Path(cache_dir) / "records", ignore_errors=True)
+                    engine = measure(workload, depth, cache_dir, fusion, False)
+                if fusion != "priced":
+                    assert cold["compiled_now"] and not cold["from_record"], "cold must compose, lower and compile"
+                    assert warm["from_record"] and not warm["compiled_now"], "warm must reuse the record and object"
+                    assert not engine["from_record"] and not engine["compiled_now"], "engine: no record, cached object"
+                row = {"repeat": repeat, "cold": cold, "warm": warm, "engine": engine}
+                if fusion == "priced":
+                    row["priced"] = priced_checks(cold, warm)
+                rows.append(row)
                 print(_row_text(rows[-1]), flush=True)
+    if profile_folder is not None:
+        shutil.rmtree(profile_folder, ignore_errors=True)
     return rows
+
+
+def priced_checks(cold: dict, warm: dict) -> dict:
+    """Issue 12's must-show for one row: the warm compile prices and races nothing, runs the
+    same kernel set, gives the same output digest, in under 10% of the cold compile's time."""
+    ratio = warm["compile_seconds"] / cold["compile_seconds"]
+    checks = {
+        "cold_prices": cold["decide"]["price_calls"], "cold_races": cold["decide"]["raced"],
+        "cold_signatures_priced": cold["decide"]["priced"], "cold_left_undecided": cold["decide"]["undecided"],
+        "warm_prices": warm["decide"]["price_calls"], "warm_races": warm["decide"]["raced"],
+        "warm_from_compile_record": warm["decide"]["from_compile_record"],
+        "same_kernel_set": cold["kernel_set"] == warm["kernel_set"],
+        "same_output_digest": None if cold["output_digest"] is None else cold["output_digest"] == warm["output_digest"],
+        "warm_over_cold": ratio,
+    }
+    checks["pass"] = (checks["warm_prices"] == 0 and checks["warm_races"] == 0 and checks["same_kernel_set"]
+                      and checks["same_output_digest"] is not False and ratio < 0.10)
+    return checks
 
 
 def _shares(measured: dict) -> str:
@@ -154,13 +234,24 @@ def _shares(measured: dict) -> str:
 
 def _row_text(row: dict) -> str:
     cold, warm, engine = row["cold"], row["warm"], row["engine"]
+    priced = ""
+    if "priced" in row:
+        c = row["priced"]
+        priced = (f"\n{'':24}priced: cold {c['cold_signatures_priced']} verdicts priced ({c['cold_prices']} prices),"
+                  f" {c['cold_races']} races{', some left undecided' if c['cold_left_undecided'] else ''};"
+                  f" warm {c['warm_prices']} prices, {c['warm_races']} races"
+                  f" (compile record {'reused' if c['warm_from_compile_record'] else 'not reused'});"
+                  f" same kernel set {c['same_kernel_set']}, same output digest"
+                  f" {'not run (--digest always runs it)' if c['same_output_digest'] is None else c['same_output_digest']};"
+                  f" warm/cold {c['warm_over_cold']:.1%} -> {'PASS' if c['pass'] else 'FAIL'}")
     return (f"{cold['workload']:18} {cold['depth']:>3} {cold['members']:>5} {cold['calls']:>5} "
             f"{cold['distinct_functions']:>4}  compile only: cold {cold['compile_seconds']:5.2f} s, warm"
             f" {warm['compile_seconds']:5.2f} s, engine {engine['compile_seconds']:5.2f} s;  with the trace:"
             f"  cold {cold['seconds']:6.2f} s (cpu {cold['cpu_seconds']:5.2f}"
             f" + cc {cold['compiler_cpu_seconds']:5.2f})  warm {warm['seconds']:5.2f} s (cpu {warm['cpu_seconds']:5.2f})"
             f"  engine {engine['seconds']:5.2f} s (cpu {engine['cpu_seconds']:5.2f})\n"
-            f"{'':24}cold: {_shares(cold)}\n{'':24}warm: {_shares(warm)}\n{'':24}engine: {_shares(engine)}")
+            f"{'':24}cold: {_shares(cold)}\n{'':24}warm: {_shares(warm)}\n{'':24}engine: {_shares(engine)}"
+            + priced)
 
 
 def _cpu(measured: dict) -> float:
@@ -196,11 +287,16 @@ def main(argv=None) -> int:
     parser.add_argument("--workloads", default=",".join(DEPTHS), help="comma-separated (default: all three)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="the first two depths only")
+    parser.add_argument("--fusion", choices=("greedy", "priced"), default="greedy")
+    parser.add_argument("--depths", choices=("all", "full"), default="all", help="full: the deepest only")
+    parser.add_argument("--digest", choices=("auto", "always", "never"), default="auto",
+                        help="priced: run the plan for its output digest (auto: not the 32-block SAM3, minutes per run)")
+    parser.add_argument("--no-digest", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "DEPTH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.fusion, not args.no_digest)))
         return 0
     workloads = [name.strip() for name in args.workloads.split(",") if name.strip()]
     unknown = [name for name in workloads if name not in DEPTHS]
@@ -209,7 +305,7 @@ def main(argv=None) -> int:
     print(f"{'workload':18} {'n':>3} {'memb':>5} {'calls':>5} {'fns':>4}  seconds (wall; cpu of this process +"
           " of the C compiler) and the share of each stage")
     started = time.time()
-    rows = run(workloads, args.repeats, args.quick)
+    rows = run(workloads, args.repeats, args.quick, args.fusion, args.depths, args.digest)
     grown = {"wall": growth(rows), "cpu": growth(rows, _cpu), "compile_wall": growth(rows, _compile_only),
              "compile_cpu": growth(rows, _compile_only_cpu)}
     for workload in grown["wall"]:
@@ -221,12 +317,13 @@ def main(argv=None) -> int:
     from weft.bench.result import weft_commit
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
-    out = args.out or HERE / "results" / f"compile-time-{stamp}{'-quick' if args.quick else ''}.json"
+    tag = ("-priced" if args.fusion == "priced" else "") + ("-quick" if args.quick else "")
+    out = args.out or HERE / "results" / f"compile-time-{stamp}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()
     out.write_text(json.dumps({
         "schema": "weft-compile-time/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "settings": {"contract": "inference", "fusion": "greedy", "repeats": args.repeats, "quick": args.quick,
+        "settings": {"contract": "inference", "fusion": args.fusion, "repeats": args.repeats, "quick": args.quick,
                      "depths": {w: DEPTHS[w] for w in workloads}},
         "provenance": {**weft_commit(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
                        "load_average_at_end": load},

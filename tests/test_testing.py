@@ -3,7 +3,15 @@
 import numpy as np
 import pytest
 
-from weft.testing import assert_inference_close, assert_strict_equal, strict_mismatch
+from weft.testing import (
+    INFERENCE_RTOL,
+    assert_inference_close,
+    assert_strict_equal,
+    inference_bound,
+    inference_error,
+    inference_within,
+    strict_mismatch,
+)
 
 
 def test_strict_rule_nan_any_payload_but_signed_zeros_and_values_exact():
@@ -36,3 +44,23 @@ def test_inference_rule_tolerance_and_exact_non_finite():
                   [1.0, 0.0, np.inf, 1.0], [1.0, np.nan, np.inf, np.nan]):
         with pytest.raises(AssertionError, match="Inference tolerance"):
             assert_inference_close(np.array(wrong, np.float32), reference)
+
+
+def test_inference_rule_has_one_bound_with_an_optional_error_magnitude():
+    # 1e-4 |r| + 1e-4 max|r| + 16 * 2**-24 * m + 1e-37, per element
+    reference = np.array([1.0, 100.0])
+    allowed = inference_bound(reference)
+    assert np.allclose(allowed, [1e-4 * 101, 1e-4 * 200], rtol=1e-12)
+    assert inference_within(np.array([1.0 + 0.9 * allowed[0], 100.0]), reference).all()
+    assert not inference_within(np.array([1.0 + 1.1 * allowed[0], 100.0]), reference)[0]
+    # a magnitude widens the bound by sixteen float32 roundings per unit of it, no more
+    magnitude = np.array([1e6, 100.0])
+    wider = inference_bound(reference, magnitude)[0]
+    assert np.isclose(wider - allowed[0], 16 * 2.0**-24 * 1e6)
+    assert inference_within(np.array([1.0 + 0.9 * wider, 100.0]), reference, magnitude).all()
+    assert not inference_within(np.array([1.0 + 1.1 * wider, 100.0]), reference, magnitude)[0]
+    # the one number agrees with the per-element rule: <= INFERENCE_RTOL exactly when it holds
+    for factor in (0.5, 0.99, 1.01, 2.0):
+        got = np.array([1.0 + factor * wider, 100.0])
+        assert (inference_error(got, reference, magnitude) <= INFERENCE_RTOL) == bool(
+            inference_within(got, reference, magnitude).all())

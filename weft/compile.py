@@ -18,7 +18,9 @@ compose, lower and render. ``CompiledPlan.stage_seconds`` records the time of ea
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -28,14 +30,17 @@ from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
 from weft.codegen.runner import render_source
 from weft.config import DEFAULT_FUSION, Config, config_from_env
+from weft.decide.verdicts import DecideReport
 from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.fuse import (
     admitted_in,
     choose_partition,
+    decision_key_base,
     has_empty_buffer,
     lower_decided,
     lower_matched,
     online_lowering_for,
+    still_recorded,
 )
 from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
@@ -44,7 +49,7 @@ from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
-from weft.runtime.record import load_record, record_key, save_record
+from weft.runtime.record import load_record_resting, record_key, save_record
 from weft.threads import BlasThreads, thread_pools_record
 
 
@@ -73,15 +78,24 @@ def race_contenders(pricing, config: Config, target: Target):
             tilings[region.anchor] = region_tiling(sub, region, size, primary)
         partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
         online = online_lowering_for(config.contract) if form == "one pass" else None
-        contenders = {}
-        for name, lowered in (("unfused", lower_plan(sub, None, target)),
-                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
-            if budget.left() <= 0:
+        lowered = {"unfused": lower_plan(sub, None, target),
+                   "fused": lower_partition(sub, partition, target, online_lowering=online, tilings=tilings)}
+        if budget.left() <= 0:
+            return None
+        arenas = {name: plan_arena(sub, each) for name, each in lowered.items()}
+        sources = [render_source(sub, lowered[name], arenas[name]) for name in lowered]
+        # both contenders' C compiled at once (two compiler processes): half the wall time of a
+        # race; a compiler still running when the race share ends is killed (the race gives up)
+        left = budget.left()
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            try:
+                artifacts = list(pool.map(
+                    lambda source: build(source, config.cc, config.cache_dir, config.contract, timeout_s=left),
+                    sources))
+            except subprocess.TimeoutExpired:
                 return None
-            arena = plan_arena(sub, lowered)
-            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
-            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
-        return contenders
+        return {name: CompiledPlan(sub, config, lowered[name], arenas[name], artifact).prepare(*inputs)
+                for name, artifact in zip(lowered, artifacts, strict=True)}
 
     return contenders_of
 
@@ -237,7 +251,7 @@ class CompiledPlan:
         # for this process's CPU time), set by ``compile``
         self.stage_seconds: dict[str, float] = {}
         self.from_record = False  # True: regions, lowering and C came from the compile record
-        self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
+        self._partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
         self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
@@ -399,6 +413,21 @@ class CompiledPlan:
         text = explain_plan(self.plan, policy, self.config.contract, target=target, lowered=self.lowered).text()
         print(text + "\n" + format_lowering(self.lowered), file=file)
 
+    @property
+    def partition(self):
+        """``fusion="priced"`` or ``"matchers"``: the partition this compile chose (None for the
+        other policies). A priced compile taken whole from the compile record decides it again
+        from the decision record on first access (no price, no race): a warm compile skips it."""
+        if self._partition is None and self.config.fusion == "priced" and self.from_record:
+            target = Target(lanes=self.lowered.lanes, contract=self.config.contract)
+            _, self._partition, _ = lower_decided(self.plan, self.config, target, lambda pricing: None,
+                                                  compiler_identity(self.config.cc))
+        return self._partition
+
+    @partition.setter
+    def partition(self, value) -> None:
+        self._partition = value
+
     def describe(self) -> str:
         """How each lowered function runs: one line per nest."""
         lines = [f"{self!r}"]
@@ -523,14 +552,23 @@ def compile(  # noqa: A001 - the public name is weft.compile
     target = Target(lanes=lanes, contract=config.contract, use_blas=use_blas)
     seconds: dict[str, float] = {}
     partition = decide_report = bodies = None
-    # greedy and unfused compiles are recorded whole; priced and matched ones keep their own
-    # decision record (weft.decide) and always rebuild their partition (explain shows it)
-    recordable = config.fusion in ("off", "greedy")
+    # unfused and greedy compiles are recorded whole; a priced one too, and reused while every
+    # verdict it rested on is still in the decision record as it was (else decided again);
+    # matched ones always rebuild their partition (explain shows it)
+    recordable = config.fusion in ("off", "greedy", "priced")
     with _timed(seconds, "record"):
-        key = record_key(plan, config.fusion, config.contract, lanes, use_blas) if recordable else ""
-        recorded = load_record(config.cache_dir, key) if recordable else None
+        deciding = ""
+        if config.fusion == "priced":
+            deciding = repr(sorted(decision_key_base(config, compiler_identity(config.cc)).items()))
+        key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding) if recordable else ""
+        recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
+        if recorded is not None and config.fusion == "priced":
+            if still_recorded(recorded[3], config.cache_dir):
+                decide_report = DecideReport(recorded=len(recorded[3]), rests_on=recorded[3], from_compile_record=True)
+            else:
+                recorded = None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
-        lowered, arena, source = recorded  # (of this very plan, verified then: records follow compiles)
+        lowered, arena, source, _ = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
@@ -539,9 +577,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
-    if recorded is None and recordable:
+    rests_on = decide_report.rests_on if decide_report is not None else ()
+    if recorded is None and recordable and (config.fusion != "priced" or rests_on):
         with _timed(seconds, "record"):
-            save_record(config.cache_dir, key, lowered, arena, source)
+            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
     compiled.from_record = recorded is not None

@@ -138,18 +138,48 @@ def lower_decided(plan: Plan, config: Config, target: Target, contenders, compil
     which compiles each form); ``compiler``: the C compiler's identity, part of a verdict's key;
     ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
     from weft.decide.race import RaceBudget
-    from weft.decide.record import DecisionRecord, deciding_code
+    from weft.decide.record import DecisionRecord
     from weft.decide.verdicts import DecidedPricing
 
     pricing = pricing or region_pricing(plan, config, target)
     record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
-    key_base = {"contract": config.contract, "threads": config.threads,
-                "profile_id": pricing.pricer.numbers.profile_id, "deciding": deciding_code(),
-                "compiler": compiler}
+    key_base = decision_key_base(config, compiler, pricing.pricer.numbers.profile_id)
     decided = DecidedPricing(pricing, record, key_base, config.race_margin,
                              RaceBudget(config.budget_s * config.race_share), contenders(pricing))
     lowered, partition = lower_priced(plan, config, target, decided)
-    return lowered, partition, decided.decide_report
+    report = decided.decide_report
+    report.rests_on = () if decided.undecided else decided.used()
+    return lowered, partition, report
+
+
+def decision_key_base(config: Config, compiler: str, profile_id: str | None = None) -> dict:
+    """The fields of a ``weft.decide.record.RecordKey`` shared by every region of one compile
+    (all but the signature and context); ``profile_id``: None for this machine's profile."""
+    from weft.decide.record import deciding_code
+
+    if profile_id is None:
+        profile_id = machine_profile(config.cache_dir, cc=config.cc).profile_id
+    return {"contract": config.contract, "threads": config.threads, "profile_id": profile_id,
+            "deciding": deciding_code(), "compiler": compiler}
+
+
+def still_recorded(rests_on: tuple, cache_dir) -> bool:
+    """Whether every verdict a recorded priced compile rested on is still in the decision
+    record as it was (then the same regions come out, with no price and no race)."""
+    from weft.decide.record import DecisionRecord
+
+    if not rests_on:
+        return False
+    record = DecisionRecord.in_cache(cache_dir)
+    try:
+        for decision in rests_on:
+            found = record.get(decision.key)
+            if found is None or (found.choice, found.form, found.tiling) != (decision.choice, decision.form,
+                                                                              decision.tiling):
+                return False
+    finally:
+        record.close()
+    return True
 
 
 def lower_matched(plan: Plan, config: Config, target: Target):

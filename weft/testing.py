@@ -12,20 +12,41 @@ So the comparison is:
 
 Every Strict test in Weft compares through this helper, so the rule lives in one place.
 
-The Inference contract is ``inference_mismatch(actual, reference)`` against a float64
-reference: per output, ``|actual - ref| <= INFERENCE_RTOL * (|ref| + max|ref|)`` over the
-finite reference values, and the non-finite ones matched exactly (NaN where NaN, an
-infinity of the same sign where an infinity).
+The Inference contract is one rule, ``inference_within(actual, reference, magnitude)``,
+against a float64 reference ``r`` of the same plan. Per element of each output::
+
+    |out - r| <= 1e-4 |r| + 1e-4 max|r| + 16 * 2**-24 * m + 1e-37
+
+- ``1e-4 |r|``: the contract's relative tolerance (``INFERENCE_RTOL``);
+- ``1e-4 max|r|`` (max over the output's finite values): for values near zero, which
+  carry the absolute error of the larger values they were computed with;
+- ``16 * 2**-24 * m``: where the reference also carries a first-order error *magnitude*
+  ``m >= |r|`` (the fuzzer's float64 evaluator, ``weft.fuzz.reference64``), sixteen
+  float32 roundings per unit of it, so an ill-conditioned value (cancellation, a long
+  fold, ``exp`` of a large argument) may differ as far as any correct reassociation, FMA
+  or Weft's own transcendentals amplify an error, and no further. A reference without a
+  magnitude (a float64 NumPy expression in a test, bench parity) has ``m = 0``;
+- ``1e-37``: a result below float32's normal range may flush to zero;
+- non-finite reference values are matched exactly: NaN where NaN, an infinity of the same
+  sign where an infinity; a finite reference value needs a finite output.
+
+``inference_error`` is the same rule as one number: the worst ``|out - r|`` in units of
+the allowed error, times ``INFERENCE_RTOL`` (so it passes when ``<= INFERENCE_RTOL``, and
+reads as a relative error).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["INFERENCE_RTOL", "assert_inference_close", "assert_strict_equal", "inference_error",
-           "inference_mismatch", "strict_mismatch"]
+__all__ = ["FLOAT32_UNIT", "INFERENCE_RTOL", "INFERENCE_ULPS", "UNDERFLOW_FLOOR", "assert_inference_close",
+           "assert_strict_equal", "inference_bound", "inference_error", "inference_mismatch", "inference_within",
+           "strict_mismatch"]
 
-INFERENCE_RTOL = 1e-4
+INFERENCE_RTOL = 1e-4  # relative tolerance of the Inference contract
+INFERENCE_ULPS = 16  # float32 roundings per unit of error magnitude (FMA, reassociation, own transcendentals)
+FLOAT32_UNIT = 2.0**-24
+UNDERFLOW_FLOOR = 1e-37  # results below float32's normal range may flush to zero
 
 _SHOWN = 5
 
@@ -81,37 +102,60 @@ def assert_strict_equal(actual, expected, context: str = "") -> None:
         raise AssertionError(f"{context + ': ' if context else ''}not Strict-equal:\n{problem}")
 
 
-def inference_error(actual: np.ndarray, reference: np.ndarray) -> float:
-    """The worst ``|actual - ref| / (|ref| + max|ref|)`` over finite reference values; ``inf``
-    when the shapes differ or a non-finite value is not matched exactly (position and sign)."""
+def inference_bound(reference, magnitude=None) -> np.ndarray:
+    """The error each element of ``reference`` (float64) allows under the Inference rule
+    (module docstring); ``magnitude`` is the reference's error magnitude, if it has one."""
+    want = np.asarray(reference, np.float64)
+    finite = np.isfinite(want)
+    scale = float(np.max(np.abs(want[finite]))) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        bound = INFERENCE_RTOL * (np.abs(want) + scale) + UNDERFLOW_FLOOR
+    if magnitude is not None:
+        bound = bound + INFERENCE_ULPS * FLOAT32_UNIT * np.asarray(magnitude, np.float64)
+    return np.where(finite, bound, 0.0)
+
+
+def inference_within(actual, reference, magnitude=None) -> np.ndarray:
+    """Per element: does ``actual`` keep the Inference rule against ``reference``?
+    Shapes must match (the caller checks them)."""
+    got = np.asarray(actual, np.float64)
+    want = np.asarray(reference, np.float64)
+    bound = inference_bound(want, magnitude)
+    with np.errstate(invalid="ignore"):
+        close = np.isfinite(got) & (np.abs(got - want) <= bound)
+    exact_non_finite = (np.isnan(got) & np.isnan(want)) | (np.isinf(want) & (got == want))
+    return np.where(np.isfinite(want), close, exact_non_finite)
+
+
+def inference_error(actual: np.ndarray, reference: np.ndarray, magnitude=None) -> float:
+    """The worst ``|actual - ref|`` in units of the allowed error, times ``INFERENCE_RTOL``:
+    ``<= INFERENCE_RTOL`` exactly when the Inference rule holds; ``inf`` when the shapes
+    differ or a non-finite value is not matched exactly (position and sign)."""
     got = np.asarray(actual, np.float64)
     want = np.asarray(reference, np.float64)
     if got.shape != want.shape:
         return float("inf")
     finite = np.isfinite(want)
-    nonfinite_ok = np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(
-        np.where(np.isinf(want), want, 0.0), np.where(np.isinf(got), got, 0.0))
-    if not nonfinite_ok or not np.all(np.isfinite(got[finite])):
+    if not np.all(inference_within(np.where(finite, want, got), want)) or not np.all(np.isfinite(got[finite])):
         return float("inf")
     if not finite.any():
         return 0.0
-    scale = float(np.max(np.abs(want[finite])))
-    denominator = np.abs(want[finite]) + scale
+    bound = inference_bound(want, magnitude)[finite]
     difference = np.abs(got[finite] - want[finite])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(difference == 0, 0.0, difference / denominator)
-    return float(np.max(ratio))
+    return float(np.max(difference / bound)) * INFERENCE_RTOL
 
 
-def inference_mismatch(actual, reference, rtol: float = INFERENCE_RTOL) -> str | None:
-    """Why ``actual`` breaks the Inference contract against a float64 ``reference`` (None if not)."""
+def inference_mismatch(actual, reference, magnitude=None) -> str | None:
+    """Why ``actual`` breaks the Inference rule against a float64 ``reference`` (None if not);
+    ``magnitude``, when given, is one error-magnitude array per output (module docstring)."""
     actual_items, reference_items = _as_tuple(actual), _as_tuple(reference)
     if len(actual_items) != len(reference_items):
         return f"{len(actual_items)} outputs, expected {len(reference_items)}"
+    magnitudes = _as_tuple(magnitude) if magnitude is not None else (None,) * len(reference_items)
     problems = []
-    for number, (got, want) in enumerate(zip(actual_items, reference_items, strict=True)):
-        error = inference_error(got, want)
-        if error > rtol:
+    for number, (got, want, size) in enumerate(zip(actual_items, reference_items, magnitudes, strict=True)):
+        error = inference_error(got, want, size)
+        if error > INFERENCE_RTOL:
             got64, want64 = np.asarray(got, np.float64), np.asarray(want, np.float64)
             detail = "non-finite values or shapes differ" if error == float("inf") else f"error {error:.3g}"
             if got64.shape == want64.shape and error != float("inf"):
@@ -119,12 +163,12 @@ def inference_mismatch(actual, reference, rtol: float = INFERENCE_RTOL) -> str |
                     gaps = np.where(np.isfinite(want64), np.abs(got64 - want64), 0.0)
                 worst = np.unravel_index(np.argmax(gaps), got64.shape)
                 detail += f" (largest difference at {worst}: {got64[worst]!r} vs {want64[worst]!r})"
-            problems.append(f"output {number}: {detail}, allowed {rtol:g}")
+            problems.append(f"output {number}: {detail}, allowed {INFERENCE_RTOL:g}")
     return "\n".join(problems) or None
 
 
-def assert_inference_close(actual, reference, context: str = "", rtol: float = INFERENCE_RTOL) -> None:
-    """Raise AssertionError unless ``actual`` is within the Inference contract of ``reference``."""
-    problem = inference_mismatch(actual, reference, rtol)
+def assert_inference_close(actual, reference, context: str = "", magnitude=None) -> None:
+    """Raise AssertionError unless ``actual`` keeps the Inference rule against ``reference``."""
+    problem = inference_mismatch(actual, reference, magnitude)
     if problem is not None:
         raise AssertionError(f"{context + ': ' if context else ''}outside the Inference tolerance:\n{problem}")

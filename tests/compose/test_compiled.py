@@ -13,7 +13,7 @@ import weft
 import weft.nn as nn
 from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
-from weft.testing import assert_strict_equal
+from weft.testing import assert_inference_close, assert_strict_equal
 
 NAMED = {
     "attention": lambda: nn.trace(lambda q, k, v: nn.attention(q, k, v, causal=True), *[nn.spec((2, 37, 16))] * 3),
@@ -80,8 +80,7 @@ def test_inference_fused_compile_is_close_to_float64(named, fused_config):
     assert len(one_pass) >= 6
     reference = values64(plan, *arrays)
     for name, got in zip(plan.outputs, as_tuple(compiled(*arrays)), strict=True):
-        scale = max(1.0, float(np.max(np.abs(reference[name]))))
-        np.testing.assert_allclose(got, reference[name], rtol=1e-4, atol=1e-5 * scale, err_msg=name)
+        assert_inference_close(got, reference[name], name)
 
 
 def test_one_pass_attention_holds_no_rows_by_tokens_intermediate(fused_config):

@@ -12,7 +12,7 @@ import weft.nn as nn
 from weft.fuzz.reference64 import attention64
 from weft.ir import Const, walk_expr
 from weft.oracle.interpreter import run
-from weft.testing import assert_strict_equal
+from weft.testing import assert_inference_close, assert_strict_equal
 
 
 def _passes(compiled):
@@ -30,7 +30,7 @@ def test_scale_is_factored_out_of_the_streamed_scores(fused_config, head_dim):
     assert not any(isinstance(node, Const) for node in walk_expr(scores.kernel.body))  # q·k only
     assert any(isinstance(node, Const) for node in walk_expr(online.online.reference_term))  # s * scale
     expected = attention64(q, k, v, scale=1.0 / np.sqrt(head_dim))
-    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+    assert_inference_close(compiled(q, k, v), expected)
 
 
 def test_strict_keeps_the_scale_inside_the_fold(fused_config):

@@ -19,8 +19,7 @@ from weft.compose import choose_regions
 from weft.compose.execute import ExecutionReport, run_partition_outputs
 from weft.fuzz.reference64 import attention64
 from weft.lower.online import PASS_BLOCK
-
-RTOL, ATOL = 1e-4, 2e-5  # the Inference contract against float64
+from weft.testing import assert_inference_close
 
 
 def named_masks(tq: int, tk: int) -> dict[str, np.ndarray]:
@@ -76,7 +75,7 @@ def assert_rows_match(got, keep, q, k, v, plan, arrays, additive=None, causal=Fa
     expected = attention64(q, k, v, keep=full_keep, additive=additive)
     visible = full_keep.any(axis=-1)
     assert np.all(np.isfinite(got[visible])), "a row with a visible key came out non-finite"
-    np.testing.assert_allclose(got[visible], expected[visible], rtol=RTOL, atol=ATOL)
+    assert_inference_close(got[visible], expected[visible])
     if not visible.all():
         oracle = weft.oracle.run(plan, *arrays)
         hidden = ~visible
@@ -126,7 +125,7 @@ def test_compiled_causal_with_a_mask_and_heads(fused_config):
         sub = weft.oracle.run(plan, q, k, v, keep)[h]
         expected = attention64(q[h], k[h // 2], v[h // 2], keep=keep & np.tri(t, dtype=bool))
         visible = (keep & np.tri(t, dtype=bool)).any(axis=-1)
-        np.testing.assert_allclose(got[h][visible], expected[visible], rtol=RTOL, atol=ATOL)
+        assert_inference_close(got[h][visible], expected[visible])
         assert np.array_equal(got[h][~visible], sub[~visible], equal_nan=True)
 
 
@@ -144,7 +143,7 @@ def test_compiled_sliding_window_additive(fused_config, window):
     q, k, v = _inputs(4, tq=t, tk=t)
     got = compiled(q, k, v, additive)
     assert np.all(np.isfinite(got))
-    np.testing.assert_allclose(got, attention64(q, k, v, additive=additive), rtol=RTOL, atol=ATOL)
+    assert_inference_close(got, attention64(q, k, v, additive=additive))
 
 
 # ---------------------------------------------------------------------- large scores
@@ -167,8 +166,8 @@ def test_compiled_one_pass_at_huge_scores(fused_config, scale, keys):
     assert _one_pass_used(compiled)
     got = compiled(q, k, v)
     assert np.all(np.isfinite(got))
-    np.testing.assert_allclose(got, attention64(q, k, v), rtol=RTOL, atol=ATOL)
-    np.testing.assert_allclose(got, _argmax_reference(q, k, v), rtol=RTOL, atol=ATOL)
+    assert_inference_close(got, attention64(q, k, v))
+    assert_inference_close(got, _argmax_reference(q, k, v))
 
 
 @pytest.mark.parametrize("scale", [1e10, 1e20, 1e30])
@@ -186,7 +185,7 @@ def test_compiled_one_pass_at_huge_scores_with_an_additive_mask(fused_config, sc
     assert _one_pass_used(compiled)
     got = compiled(q, k, v, additive)
     assert np.all(np.isfinite(got))
-    np.testing.assert_allclose(got, attention64(q, k, v, additive=additive), rtol=RTOL, atol=ATOL)
+    assert_inference_close(got, attention64(q, k, v, additive=additive))
 
 
 @pytest.mark.parametrize("scale", [1e10, 1e30])
@@ -196,4 +195,4 @@ def test_reference_schedule_at_huge_scores(scale):
     k, v = rng.standard_normal((150, 8)).astype(np.float32), rng.standard_normal((150, 3)).astype(np.float32)
     plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), nn.spec((5, 8)), nn.spec((150, 8)), nn.spec((150, 3)))
     got = run_partition_outputs(plan, choose_regions(plan, "greedy", "inference"), q, k, v, tile=2, block=PASS_BLOCK)
-    np.testing.assert_allclose(got, attention64(q, k, v), rtol=RTOL, atol=ATOL)
+    assert_inference_close(got, attention64(q, k, v))

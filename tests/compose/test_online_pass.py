@@ -12,6 +12,7 @@ import pytest
 import weft
 import weft.nn as nn
 from weft.fuzz.reference64 import attention64
+from weft.testing import assert_inference_close
 
 
 def _source(compiled) -> str:
@@ -60,7 +61,7 @@ def test_attention_blocks_rescale_accumulated_outputs(fused_config):
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
     expected = attention64(q, k, v)
-    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+    assert_inference_close(compiled(q, k, v), expected)
 
 
 def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
@@ -77,7 +78,7 @@ def test_norm_then_linear_over_an_out_in_weight_is_not_one_pass(fused_config):
     x, w, W = (rng.standard_normal(s).astype(np.float32) for s in ((3, 64), (64,), (48, 64)))
     x64 = x.astype(np.float64)
     normed = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-6) * w
-    np.testing.assert_allclose(compiled(x, w, W), normed @ W.astype(np.float64).T, rtol=1e-4, atol=1e-4)
+    assert_inference_close(compiled(x, w, W), normed @ W.astype(np.float64).T)
 
 
 @pytest.mark.parametrize("head_dim", [8, 40, 64, 256])  # tail only, vectors + tail, 4 vectors, 2 groups of 8
@@ -89,7 +90,7 @@ def test_attention_output_accumulators_of_any_width(fused_config, head_dim):
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
     expected = attention64(q, k, v)
-    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+    assert_inference_close(compiled(q, k, v), expected)
 
 
 @pytest.mark.parametrize("heads,tokens,head_dim", [(2, 256, 32), (1, 128, 64), (3, 192, 16)])
@@ -106,4 +107,4 @@ def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads,
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
     assert "wo_g1_0" in _source(compiled)  # at least two rows share the V loads
     expected = attention64(q, k, v)
-    np.testing.assert_allclose(compiled(q, k, v), expected, rtol=1e-4, atol=1e-5)
+    assert_inference_close(compiled(q, k, v), expected)

@@ -15,8 +15,7 @@ from weft.config import config_from_env
 from weft.errors import CompileError, ShapeError
 from weft.fuzz.reference64 import attention64
 from weft.lower.online import OnlinePass
-
-RTOL, ATOL = 1e-4, 2e-5
+from weft.testing import assert_inference_close
 
 # (query heads, K/V heads, queries, keys, head dim, value head dim, mask); 0 heads: (T, D) operands
 SHAPES = [
@@ -76,7 +75,7 @@ def test_fused_inference_attention_at_odd_shapes(fused_config, shape):
     expected = attention64(*arrays[:3], keep=keep, additive=masks.get("additive"))
     visible = np.broadcast_to(keep.any(axis=-1), got.shape[:-1])
     assert np.all(np.isfinite(got[visible]))
-    np.testing.assert_allclose(got[visible], expected[visible], rtol=RTOL, atol=ATOL)
+    assert_inference_close(got[visible], expected[visible])
     if not visible.all():
         oracle = weft.oracle.run(plan, *arrays)
         assert np.array_equal(got[~visible], oracle[~visible], equal_nan=True)

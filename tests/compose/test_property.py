@@ -3,7 +3,6 @@ float64 within tolerance under Inference (at least 200 random plans per run)."""
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plans.random_plans import merge_with_inputs, random_plan
@@ -12,7 +11,7 @@ from weft.compose import choose_regions
 from weft.compose.execute import run_partition
 from weft.fuzz.reference64 import values64
 from weft.oracle.interpreter import run_all
-from weft.testing import assert_strict_equal
+from weft.testing import assert_inference_close, assert_strict_equal
 
 
 @settings(max_examples=200, deadline=None, derandomize=False)
@@ -26,8 +25,7 @@ def test_greedy_fusion_matches_the_oracle_and_float64(seed, tile, block):
     reference = values64(plan, *arrays)
     inference = run_partition(plan, choose_regions(plan, "greedy", "inference"), *arrays, tile=tile, block=block)
     for name in plan.outputs:
-        scale = max(1.0, float(np.max(np.abs(reference[name]))))
-        np.testing.assert_allclose(inference[name], reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)
+        assert_inference_close(inference[name], reference[name], name)
 
 
 def test_random_plans_do_fuse_and_do_rewrite():
@@ -79,5 +77,4 @@ def test_compiled_greedy_inference_is_close_to_float64(base_seed, fused_config):
     plan, arrays, got = _compiled_merged(base_seed, fused_config("inference"))
     reference = values64(plan, *arrays)
     for name, array in zip(plan.outputs, got, strict=True):
-        scale = max(1.0, float(np.max(np.abs(reference[name]))))
-        np.testing.assert_allclose(array, reference[name], rtol=1e-4, atol=1e-4 * scale, err_msg=name)
+        assert_inference_close(array, reference[name], name)

@@ -21,10 +21,15 @@ def test_strict_accepts_any_nan_payload_and_rejects_signed_zero_or_one_ulp():
     assert compare.strict(np.array([1], np.int64), np.array([1], np.int32)).problem is not None  # dtype
 
 
-def test_inference_bound_is_relative_or_scaled_by_the_magnitude():
+def test_inference_bound_is_the_contracts_rule_with_the_magnitude():
+    # the contract's rule (weft.testing): 1e-4 |r| + 1e-4 max|r| + 16 * 2**-24 * m
     reference, oracle = np.array([1.0]), f32(1.0)
-    assert compare.inference(f32(1.00009), oracle, reference, np.array([1.0])).problem is None
-    assert compare.inference(f32(1.0002), oracle, reference, np.array([1.0])).problem is not None
+    assert compare.inference(f32(1.00019), oracle, reference, np.array([1.0])).problem is None
+    assert compare.inference(f32(1.0003), oracle, reference, np.array([1.0])).problem is not None
+    # a value near zero carries 1e-4 of the output's largest magnitude
+    pair, magnitudes = np.array([1.0, 100.0]), np.array([1.0, 100.0])
+    assert compare.inference(f32(1.009, 100.0), f32(1.0, 100.0), pair, magnitudes).problem is None
+    assert compare.inference(f32(1.011, 100.0), f32(1.0, 100.0), pair, magnitudes).problem is not None
     # an ill-conditioned value (magnitude 1e4) may be off by 16 float32 roundings of 1e4
     assert compare.inference(f32(1.005), oracle, reference, np.array([1e4])).problem is None
     assert compare.inference(f32(1.02), oracle, reference, np.array([1e4])).problem is not None

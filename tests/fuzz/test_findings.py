@@ -1,6 +1,6 @@
 """The fuzzer's shrunk reproducers of issue 8's defects (weft/fuzz/FINDINGS.md) keep the
 contract. Each ran in a worker process, so a trap fails the test instead of killing it;
-each failed on main before the issue 8 fixes (d62fb13)."""
+each failed on main before the issue 8 fixes (d62fb13); the seventh before h17-ground."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ FINDINGS = {
     "6-value-dim-1": (_program(
         [(("1", "6", "1", "3"), F, "ones"), (("1", "3", "16", "3"), F, "ones"), (("1", "3", "16", "1"), F, "ones")],
         "attention", ATTENTION, (("scale", 1.0),), ("1", "6", "1", "1")), "inference", "greedy"),
+    # a later run (seed 7, program 58): the mean square overflowed for |x| ~ 1e30 and the output
+    # was 0; rows up to an rms of 2**102 now normalise (its +-3e38 values are beyond that range)
+    "7-rms-norm-huge": (_program([(("12", "4"), F, "normal:1e30")], "rms_norm", shape=("12", "4")),
+                        "inference", "off"),
 }
 
 

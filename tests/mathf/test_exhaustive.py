@@ -2,8 +2,8 @@
 
 from toolchain import need_c_compiler
 
+from weft.codegen.exhaustive import REFERENCE_C, walk
 from weft.mathf.accuracy import STATED_MAX_ULP
-from weft.mathf.exhaustive import REFERENCE_C, walk
 
 
 def test_strided_walk_over_all_bit_patterns_within_bounds():
@@ -29,7 +29,7 @@ def test_command_lines_print_markdown_tables():
     assert [line.split("|")[1].strip() for line in accuracy[2:]] == ["exp", "log", "tanh", "erf", "sigmoid", "sin", "cos"]
     if need_c_compiler():  # the walk needs C: a skip with its reason, a failure in CI
         walked = subprocess.run(
-            [sys.executable, "-m", "weft.mathf.exhaustive", "--step", "65537", "--only", "log"],
+            [sys.executable, "-m", "weft.codegen.exhaustive", "--step", "65537", "--only", "log"],
             capture_output=True,
             text=True,
             check=True,

@@ -151,6 +151,39 @@ def test_layer_norm_of_huge_values_normalises():
                                                       torch.from_numpy(b)).numpy(), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("eps", [1e-6, 1e-5, 1e-3])
+def test_rms_norm_of_huge_values_normalises(eps):
+    """Fuzzer seed 7 program 58: the mean square of |x| ~ 1e30 overflowed float32 and the
+    output was 0 (as PyTorch's is beyond ~1.8e19); float64 gives x / rms. Rows with rms up
+    to 2**(64 + k) (k = rms_norm_shift(eps): 38 for eps 1e-6) normalise, ordinary rows keep
+    PyTorch's bytes-level agreement, tiny rows keep eps's share."""
+    x = np.array([[1e30, -1e30, 3e30, 2e29], [1.0, 2.0, 3.0, 4.0], [4e28, 0.0, -4e28, 1e28],
+                  [1e-30, -2e-30, 3e-30, 0.0], [1e20, 1e19, -1e20, 5e19]], np.float32)
+    w = np.array([2.0, -1.0, 0.5, 1.0], np.float32)
+    plan, got = _traced(lambda x, w: nn.rms_norm(x, w, eps=eps), x, w)
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64**2).mean(1, keepdims=True) + eps) * w
+    assert_inference_close(got, want)
+    for contract, fusion in (("strict", "off"), ("strict", "greedy"), ("inference", "off"), ("inference", "greedy")):
+        compiled = weft.compile(plan, contract, threads=1, fusion=fusion)(x, w)
+        if contract == "strict":
+            assert_strict_equal(compiled, got)
+        else:
+            assert_inference_close(compiled, want)
+    ordinary = torch.from_numpy(x[1:2])
+    np.testing.assert_allclose(got[1:2], F.rms_norm(ordinary, (4,), torch.from_numpy(w), eps).numpy(),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_rms_norm_without_eps_keeps_pytorchs_range():
+    """eps = 0: no shift (k = 0), so tiny rows normalise exactly as PyTorch's do."""
+    x = np.array([[1e-18, -2e-18, 3e-18, 5e-19], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    plan, got = _traced(lambda x: nn.rms_norm(x, eps=0.0), x)
+    x64 = x.astype(np.float64)
+    assert_inference_close(got, x64 / np.sqrt((x64**2).mean(1, keepdims=True)))
+    np.testing.assert_allclose(got, F.rms_norm(torch.from_numpy(x), (4,), eps=0.0).numpy(), rtol=1e-6)
+
+
 def test_float64_is_refused_naming_the_cast():
     with pytest.raises(DTypeError, match=r"float64.*astype\(numpy.float32\)"):
         weft.spec((2,), np.float64)

@@ -48,3 +48,30 @@ def test_an_unreadable_record_is_ignored_and_rewritten(tmp_path):
     again = _compile(plan, tmp_path)
     assert not again.from_record  # recomputed, not trusted
     assert _compile(plan, tmp_path).from_record  # and written whole again
+
+
+def test_the_record_reads_back_equal_sharing_the_plans_buffers_and_members(tmp_path):
+    """The record refers to the plan's own buffers and members by name (no copies) and
+    reads back equal, field for field, to what the cold compile lowered; files are
+    group-readable like the rest of the cache."""
+    plan = nn.trace(lambda q, k, v: nn.layer_norm(nn.attention(q, k, v), 8), *[nn.spec((2, 40, 8))] * 3)
+    cold = _compile(plan, tmp_path, contract="inference")
+    warm = _compile(plan, tmp_path, contract="inference")
+    assert warm.from_record and warm.arena == cold.arena
+    assert repr(warm.lowered) == repr(cold.lowered)  # OnlinePass compares by identity (eq=False)
+    assert all(buffer is plan.buffer(buffer.name) for buffer in warm.lowered.buffers)
+    (record,) = (tmp_path / "records").iterdir()
+    assert record.stat().st_mode & 0o040, oct(record.stat().st_mode)
+
+
+def test_a_record_of_another_plan_with_the_same_key_is_not_trusted(tmp_path):
+    """A record naming a buffer the plan does not have is unreadable, not a crash."""
+    plan = _plan()
+    _compile(plan, tmp_path)
+    (record,) = (tmp_path / "records").iterdir()
+    renamed = nn.trace(lambda a, b: nn.softmax(nn.matmul(a, b)), nn.spec((8, 16)), nn.spec((16, 24)), name="other")
+    other_key = record_key(renamed, "greedy", "strict", 4, False)
+    record.rename(record.parent / f"{other_key}.pickle")
+    assert set(renamed.inputs) != set(plan.inputs)
+    again = _compile(renamed, tmp_path)
+    assert not again.from_record and again.compiled_now is not None

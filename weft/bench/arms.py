@@ -143,11 +143,10 @@ def compile_plan(plan, spec: ArmSpec):
         raise
 
 
-def build_weft_runner(spec: ArmSpec, plan, arrays, compiled=None) -> Runner:
-    """A Weft arm; ``compiled`` reuses a CompiledPlan (the A/A control shares its twin's
-    code and arena, with its own preallocated outputs, so memory is not doubled)."""
+def build_weft_runner(spec: ArmSpec, plan, arrays) -> Runner:
+    """A Weft arm: ``plan`` compiled for ``spec``, its inputs bound once (``prepare``)."""
     start = time.perf_counter()
-    compiled = compiled if compiled is not None else compile_plan(plan, spec)
+    compiled = compile_plan(plan, spec)
     outputs = as_tuple(compiled(*arrays))
     step = compiled.prepare(*arrays)
     if spec.kind == "test":
@@ -209,10 +208,9 @@ def build_runner(spec: ArmSpec, workload, params: dict, plan, arrays) -> Runner:
 
 
 def control_runner(twin: Runner, spec: ArmSpec, plan, arrays) -> Runner:
-    """The A/A control of ``twin``: the same arm, labelled ``spec.label``.
-
-    A Weft twin's compiled plan is shared (own outputs); a peer's function is shared
-    too (a second torch.compile would only cost time)."""
-    if twin.compiled is not None:
-        return build_weft_runner(spec, plan, arrays, compiled=twin.compiled)
-    return Runner(spec, twin.call, twin.outputs, dict(twin.provenance), twin.memory_bytes, 0.0, None)
+    """The A/A control of ``twin``: the very same call (same code, same bound inputs, same
+    output arrays), labelled ``spec.label``. Two runs of one call differ only by noise and
+    position; a control with outputs of its own would also differ by where they lie in
+    memory, a real offset for a call of a few microseconds that the A/A would then report
+    as noise."""
+    return Runner(spec, twin.call, twin.outputs, dict(twin.provenance), twin.memory_bytes, 0.0, twin.compiled)

@@ -4,9 +4,9 @@ The reference is the oracle's output when the plan is small enough to interpret
 (``ORACLE_POINT_LIMIT`` body evaluations), else the first Strict Weft arm's output.
 Strict Weft arms must match it under the Strict rule (``weft.testing.strict_mismatch``:
 bytes of every non-NaN value, NaN at the same positions); Inference arms and peers must
-lie within the Inference contract's tolerance (``weft.testing.inference_error``:
-``|out - ref| <= 1e-4 (|ref| + max|ref|)``), with every non-finite value matched exactly
-(same positions, same signs). A failure is an error, never a footnote.
+keep the Inference contract's one rule (``weft.testing.inference_error``, docs/contracts.md:
+``|out - ref| <= 1e-4 |ref| + 1e-4 max|ref| + 1e-37`` per element, the reference carrying
+no error magnitude), with every non-finite value matched exactly (same positions, same signs). A failure is an error, never a footnote.
 """
 
 from __future__ import annotations

@@ -164,10 +164,12 @@ def lookup(folder: Path, key: str) -> Path | None:
     return None
 
 
-def compile_source(compiler: Compiler, flags: tuple[str, ...], source_path: Path, so_path: Path) -> tuple[str, ...]:
+def compile_source(compiler: Compiler, flags: tuple[str, ...], source_path: Path, so_path: Path,
+                   timeout_s: float = 600) -> tuple[str, ...]:
+    """Run the compiler; past ``timeout_s`` it is killed and ``subprocess.TimeoutExpired`` raised."""
     command = (compiler.path, *flags, "-o", str(so_path), str(source_path), "-lm")
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except OSError as error:
         raise CompileError(f"C compiler {compiler.path!r} cannot run ({error}); {INSTALL_HINT}",
                            command=command, stderr=str(error), source_path=str(source_path)) from None
@@ -185,8 +187,10 @@ def compile_source(compiler: Compiler, flags: tuple[str, ...], source_path: Path
     return command
 
 
-def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
-    """A shared object for ``source``: from the cache, or compiled and stored atomically."""
+def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float = 600) -> Artifact:
+    """A shared object for ``source``: from the cache, or compiled and stored atomically.
+    A compiler still running after ``timeout_s`` is killed (``subprocess.TimeoutExpired``:
+    a timed race gives up rather than overrun its share); nothing is cached then."""
     compiler = find_compiler(cc)
     flags = flags_for(contract)
     key = cache_key(source, compiler, flags, cpu_signature())
@@ -209,7 +213,7 @@ def build(source: str, cc: str, cache_dir: Path, contract: str) -> Artifact:
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
-        command = compile_source(compiler, flags, source_path, Path(temporary))
+        command = compile_source(compiler, flags, source_path, Path(temporary), timeout_s)
         _check_loadable(Path(temporary), command, source_path)
         normal_permissions(temporary, executable=True)
         data = Path(temporary).read_bytes()

@@ -22,7 +22,8 @@ from weft.compose.signature import region_signature
 from weft.cost.distance import plan_homes, region_homes
 from weft.cost.facts import FunctionFacts, function_facts, tile_sizes_of
 from weft.cost.search import Budget, BudgetExhausted, FusedForm, Pricer, RegionLowering, RegionPrice
-from weft.ir import Plan
+from weft.ir import Plan, expr_loads
+from weft.ir.canonical import canonical_tiled_group
 
 
 @dataclass
@@ -36,6 +37,7 @@ class PricingReport:
     unpriced: list[str] = field(default_factory=list)  # signatures the budget left unpriced
     order: list[tuple[str, float]] = field(default_factory=list)  # (signature, expected gain), as priced
     overrun_s: float = 0.0  # how far the phase ran past its share (0: on time)
+    cpu_seconds: float = 0.0  # this process's CPU time in the phase (wall minus waiting for a core)
 
 
 class PlanPricing:
@@ -60,6 +62,10 @@ class PlanPricing:
         self.budget = Budget(budget_s)
         self.report = PricingReport(budget_s)
         self.signatures: dict[tuple[str, ...], str] = {}
+        self.local_signatures: dict[tuple, str] = {}  # plan-local canonical key -> signature
+        self.lowerings: dict[tuple[str, ...], RegionLowering] = {}  # region members -> what the pricer sees
+        self.orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # region members -> buffer_order
+        self.loads: dict[str, tuple[str, ...]] = {}  # member -> the buffers it loads, in walk order
         self.facts: dict[tuple[str, str], object] = {}  # (signature, what) -> facts, shared by occurrences
         self.occurrences: dict[str, int] = {}
 
@@ -67,9 +73,17 @@ class PlanPricing:
 
     def signature(self, region: Region) -> str:
         key = region.members
-        if key not in self.signatures:  # on the region's own sub-plan: the same digest, without the whole plan
-            self.signatures[key] = region_signature(self.subplan(region), region, self.pricer.contract)
-        return self.signatures[key]
+        found = self.signatures.get(key)
+        if found is None:
+            # the plan-local canonical key (member forms by number, each computed once per member
+            # of the plan) finds a signature already digested; only a new one is digested
+            local = canonical_tiled_group(self.plan, region.members, region.private, region.anchor,
+                                          region.anchor_axes, region.tile_maps, (self.pricer.contract,)).key
+            found = self.local_signatures.get(local)
+            if found is None:
+                found = self.local_signatures[local] = region_signature(self.plan, region, self.pricer.contract)
+            self.signatures[key] = found
+        return found
 
     def subplan(self, region: Region) -> Plan:
         names: dict[str, None] = {}
@@ -80,15 +94,36 @@ class PlanPricing:
         kernels = tuple(self.kernels[member] for member in region.members)
         return Plan(buffers, kernels, tuple(region.inputs), tuple(region.outputs), f"{self.plan.name}:{region.anchor}")
 
+    def buffer_order(self, region: Region) -> tuple[str, ...]:
+        found = self.orders.get(region.members)
+        if found is None:
+            names: dict[str, None] = {}
+            for member in region.members:  # as ``buffer_order``, each member's loads walked once
+                loads = self.loads.get(member)
+                if loads is None:
+                    loads = self.loads[member] = tuple(dict.fromkeys(
+                        load.buffer for load in expr_loads(self.kernels[member].body)))
+                names.update(dict.fromkeys(loads))
+                names.setdefault(member, None)
+            found = self.orders[region.members] = tuple(names)
+        return found
+
     def region_lowering(self, region: Region) -> RegionLowering:
+        found = self.lowerings.get(region.members)
+        if found is None:
+            found = self.lowerings[region.members] = self._region_lowering(region)
+        return found
+
+    def _region_lowering(self, region: Region) -> RegionLowering:
         signature = self.signature(region)
         lowering = self.lowering
 
         def cached(what: str, build: Callable[[], object]):
             key = (signature, what)
             if key not in self.facts:
-                self.budget.check()
-                self.facts[key] = build()
+                with self.budget.step():  # lowering a large candidate is the longest step: interruptible
+                    built = build()
+                self.facts[key] = built
             return self.facts[key]
 
         def unfused() -> tuple[FunctionFacts, ...]:
@@ -107,7 +142,7 @@ class PlanPricing:
 
         # the cached facts name the buffers of the signature's first occurrence: translate
         # this occurrence's homes into those names, position by position
-        names = buffer_order(self.kernels, region)
+        names = self.buffer_order(region)
         first = self.facts.setdefault((signature, "names"), names)
         rename = dict(zip(names, first, strict=True)) if len(first) == len(names) else {n: n for n in names}
         homes = region_homes(self.member_homes, region.members)
@@ -164,47 +199,55 @@ class PlanPricing:
     def survey(self, regions: list[Region]) -> None:
         """Price every distinct signature among ``regions`` in order of expected gain
         (upper bound of the saving x occurrences) until the budget is spent."""
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
         by_signature: dict[str, Region] = {}
         gains = []
         try:
-            for region in regions:
-                if not region.is_fused:
-                    continue
-                self.budget.check()
-                signature = self.signature(region)
-                self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
-                by_signature.setdefault(signature, region)
-            for signature, region in by_signature.items():
-                unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
-                gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
+            with self.budget.step():
+                for region in regions:
+                    if not region.is_fused:
+                        continue
+                    self.budget.check()
+                    signature = self.signature(region)
+                    self.occurrences[signature] = self.occurrences.get(signature, 0) + 1
+                    by_signature.setdefault(signature, region)
+                for signature, region in by_signature.items():
+                    unfused, bound = self.pricer.estimate(self.region_lowering(region), self.budget)
+                    gains.append((max(0.0, unfused - bound) * self.occurrences[signature], signature, region))
+                gains.sort(key=lambda item: -item[0])
+                for gain, signature, region in gains:
+                    verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
+                    self.report.order.append((signature, gain))
+                    if verdict.status == "budget":
+                        break
         except BudgetExhausted:
             pass
         self.report.signatures = len(by_signature)
-        gains.sort(key=lambda item: -item[0])
-        for gain, signature, region in gains:
-            verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
-            self.report.order.append((signature, gain))
-            if verdict.status == "budget":
-                break
         priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
         self.report.unpriced = [signature for signature in by_signature if signature not in priced]
         self.report.seconds += time.perf_counter() - start
+        self.report.cpu_seconds += time.process_time() - start_cpu
         self._account()
 
     def verdict(self, region: Region) -> RegionPrice:
         """The memoised verdict of ``region`` (priced now if the budget allows; once it is
-        spent, nothing more is computed: not even a signature)."""
-        start = time.perf_counter()
+        spent, nothing more is computed and the time of the lookup is the policy's, not the
+        pricing phase's)."""
+        if self._spent():
+            lowering = self.lowerings.get(region.members)
+            known = self.pricer.known(lowering) if lowering is not None else None
+            return known or RegionPrice(self.signatures.get(region.members, ""), "budget",
+                                        reason=f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
-            if self._spent():
-                raise BudgetExhausted(f"pricing budget of {self.budget.seconds * 1e3:.0f} ms spent")
-            lowering = self.region_lowering(region)
-            verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
+            with self.budget.step():
+                lowering = self.region_lowering(region)
+                verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
         except BudgetExhausted as error:
             verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
         self.report.seconds += time.perf_counter() - start
+        self.report.cpu_seconds += time.process_time() - start_cpu
         self._account()
         return verdict
 

@@ -20,6 +20,11 @@ no price overruns it by more than one nest's formula.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,22 +42,34 @@ class BudgetExhausted(Exception):
 
 @dataclass
 class Budget:
-    """A hard deadline (``time.perf_counter`` seconds). ``check`` raises once the time left is
-    less than the longest step seen recently (the time between two checks), so the phase
-    stops *before* a step that would overrun it, not after."""
+    """A hard deadline, in seconds of ``clock`` (``time.perf_counter``; a test passes a fake).
+
+    ``check`` raises once the time left is less than the longest step seen recently (the
+    time between two checks), so the phase stops *before* a step that would overrun it.
+    ``step()`` guards a step that cannot check itself (lowering a candidate's forms, a
+    whole price): it checks first, then, on the real clock in the main thread, arms an
+    interval timer at the deadline whose signal raises ``BudgetExhausted`` inside the step,
+    so no step runs past the deadline by more than the interpreter takes to see a signal.
+    The step is abandoned (nothing it computed is kept) and its region stays unpriced."""
 
     seconds: float
-    start: float = field(default_factory=time.perf_counter)
+    clock: Callable[[], float] = time.perf_counter
+    start: float | None = None
     checks: int = 0
     last: float = 0.0
     steps: list = field(default_factory=list)
+    interrupted: int = 0  # steps the timer cut short
+
+    def __post_init__(self) -> None:
+        if self.start is None:
+            self.start = self.clock()
 
     @property
     def deadline(self) -> float:
         return self.start + self.seconds
 
     def check(self) -> None:
-        now = time.perf_counter()
+        now = self.clock()
         if self.checks:
             self.steps.append(now - self.last)
             del self.steps[:-8]
@@ -63,7 +80,63 @@ class Budget:
             raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent")
 
     def left(self) -> float:
-        return self.deadline - time.perf_counter()
+        return self.deadline - self.clock()
+
+    def exclude(self, seconds: float) -> None:
+        """``seconds`` just spent on something else (a race, which has its own share) count
+        neither against this budget nor as a pricing step."""
+        self.start += seconds
+        self.last += seconds
+
+    @contextlib.contextmanager
+    def step(self):
+        """Run the block as one interruptible step (see class doc)."""
+        self.check()
+        if self.clock is not time.perf_counter or not _timer_free():
+            yield  # a fake clock, another thread, or a timer already armed (an enclosing step)
+            return
+        left = self.left()
+        if left <= 0:
+            raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent")
+
+        fired = []
+        ours = (_WEFT_ROOT, sys._getframe(2).f_code.co_filename)  # weft's code and the step's caller
+
+        def interrupt(signum, frame):
+            # raise only in the step's own code: elsewhere (a gc callback, a warnings or
+            # unraisable hook) Python would swallow the exception or break the hook; the timer
+            # repeats, so the next signal lands back in the step
+            if frame is None or not frame.f_code.co_filename.startswith(ours):
+                return
+            if not fired:
+                self.interrupted += 1
+            fired.append(signum)
+            raise BudgetExhausted(f"pricing budget of {self.seconds * 1e3:.0f} ms spent (a step was cut short)")
+
+        previous = signal.signal(signal.SIGALRM, interrupt)
+        try:
+            # repeating every millisecond after the deadline: a signal handled inside a callback
+            # whose exceptions Python swallows (a gc callback, a __del__) is raised again
+            signal.setitimer(signal.ITIMER_REAL, left, REPEAT_S)
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+REPEAT_S = 0.001
+_WEFT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""After the deadline the budget's timer fires again this often until its step has ended."""
+
+
+def _timer_free() -> bool:
+    """True when this thread may arm the process's real-time interval timer: the main thread,
+    on a system that has one, with no timer armed and no SIGALRM handler installed by others."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        return False
+    return signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
 
 
 @dataclass(frozen=True, slots=True)

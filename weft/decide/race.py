@@ -28,18 +28,32 @@ import numpy as np
 WARMUPS = 2
 MAX_BLOCKS = 8
 MIN_BLOCKS = 2
+PRIOR_BUILD_S = 0.3
+"""Expected wall time to build a race's two contenders (two C compiles side by side) before
+one has been measured; after that, the last measured build is the estimate."""
+MIN_TIMING_S = 0.02
+"""A race is started only when the share left holds the build plus at least this much timing."""
 
 
 @dataclass
 class RaceBudget:
-    """The compile's race share, in seconds, spent as races run (building included)."""
+    """The compile's race share, in seconds, spent as races run (building included).
+    ``build_s``: the expected time to build one race's contenders (``PRIOR_BUILD_S``, then
+    the last measured): a race that cannot fit its build and some timing is not started,
+    so the share is not spent on C compiles whose race never runs."""
 
     seconds: float
     spent: float = 0.0
     races: int = 0
+    build_s: float = PRIOR_BUILD_S
+    running_since: float | None = None  # perf_counter start of the race under way (not yet in spent)
 
     def left(self) -> float:
-        return self.seconds - self.spent
+        running = 0.0 if self.running_since is None else time.perf_counter() - self.running_since
+        return self.seconds - self.spent - running
+
+    def can_race(self) -> bool:
+        return self.left() >= self.build_s + MIN_TIMING_S
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 
 from weft.compose.priced import PRICED_MARGIN
-from weft.cost.bridge import buffer_order
 from weft.cost.distance import region_homes
 from weft.decide.race import RaceBudget, RaceOutcome, run_race
 from weft.decide.record import Decision, DecisionRecord, RecordKey, context_digest
@@ -113,8 +112,13 @@ class DecideReport:
     written: int = 0  # rows this compile wrote
     taken_from_others: int = 0  # rows another process wrote first
     price_calls: int = 0  # the pricer's tiling prices (zero on a warm compile)
+    rests_on: tuple = ()  # the recorded verdicts the regions came from (empty: some left undecided)
+    from_compile_record: bool = False  # the whole compile reused (weft.runtime.record): nothing decided again
 
     def describe(self) -> str:
+        if self.from_compile_record:
+            return (f"decisions: {self.recorded} from the record, 0 priced now, 0 raced (the compile record of this"
+                    " plan reused whole: every verdict it rests on is still recorded as it was)")
         return (f"decisions: {self.recorded} from the record, {self.priced} priced now, {self.raced} raced"
                 f" ({self.race_skipped} thin margins unraced), {self.written} written to the record"
                 + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else ""))
@@ -137,14 +141,27 @@ class DecidedPricing:
         self.contenders = contenders
         self.decide_report = DecideReport()
         self.memo: dict[RecordKey, DecidedVerdict] = {}
+        self.keys: dict[tuple[str, ...], RecordKey] = {}  # region members -> key (the key is costly)
+        self.undecided = 0  # verdicts asked for that the budget left unpriced (not recorded)
 
     @property
     def report(self):
         return self.pricing.report
 
     def key(self, region) -> RecordKey:
+        known = self.keys.get(region.members)
+        if known is None:
+            known = self.keys[region.members] = self._key(region)
+        return known
+
+    def used(self) -> tuple[Decision, ...]:
+        """Every recorded verdict this compile's choices rested on (for the compile record:
+        a warm compile may reuse the plan while each of these rows is still recorded as it was)."""
+        return tuple(verdict.decision for verdict in self.memo.values())
+
+    def _key(self, region) -> RecordKey:
         pricing = self.pricing
-        names = buffer_order(pricing.kernels, region)
+        names = pricing.buffer_order(region)
         position = {name: number for number, name in enumerate(names)}
         homes = region_homes(pricing.member_homes, region.members)
         context = context_digest({str(position[name]): level for name, level in homes.items() if name in position})
@@ -179,10 +196,15 @@ class DecidedPricing:
         if priced.status == "budget":
             # another compile may have decided it meanwhile: its verdict keeps the plans equal
             self.memo.pop(key, None)
-            return self.recorded(region) or priced  # else undecided: stays unfused, not recorded
+            known = self.recorded(region)
+            if known is None:
+                self.undecided += 1
+            return known or priced  # else undecided: stays unfused, not recorded
         self.decide_report.priced += 1
         decision = self._decide(key, region, priced)
+        writing = time.perf_counter()
         stored = self.record.put(decision) if self.record is not None else decision
+        self._not_pricing(time.perf_counter() - writing)  # a write to the record is not a pricing step
         mine = stored.created == decision.created and stored.choice == decision.choice
         if mine:
             self.decide_report.written += 1
@@ -206,29 +228,35 @@ class DecidedPricing:
         if outcome is None:
             self.decide_report.race_skipped += 1
             base["reason"] = (f"not raced: margin {priced.margin:+.1%} is thin (under {self.race_margin:.0%}) but the"
-                              f" race share had {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left")
+                              f" race share had {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left (building a race's"
+                              f" contenders takes about {self.race_budget.build_s * 1e3:.0f} ms)")
             return Decision(choice=model_choice, source="model", **base)
         self.decide_report.raced += 1
         return Decision(choice=outcome.choice, source="race", race=outcome.to_dict(), **base)
 
     def _race(self, region, model_choice: str, base: dict) -> RaceOutcome | None:
         budget = self.race_budget
-        if self.contenders is None or budget.left() <= 0:
+        if self.contenders is None or not budget.can_race():
             return None
-        start = time.perf_counter()
+        start = budget.running_since = time.perf_counter()
         try:
             contenders = self.contenders(region, base["form"], base["tiling"], budget)
+            budget.build_s = time.perf_counter() - start
             if contenders is None:
                 return None
-            left = budget.left() - (time.perf_counter() - start)
+            left = budget.left()
             return run_race(contenders, model_choice, left) if left > 0 else None
         finally:
             elapsed = time.perf_counter() - start
+            budget.running_since = None
             budget.spent += elapsed
             budget.races += 1
-            pricing_budget = getattr(self.pricing, "budget", None)
-            if pricing_budget is not None:  # the race has its own share: its time is not the pricer's
-                pricing_budget.start += elapsed
+            self._not_pricing(elapsed)  # the race has its own share: its time is not the pricer's
+
+    def _not_pricing(self, seconds: float) -> None:
+        pricing_budget = getattr(self.pricing, "budget", None)
+        if pricing_budget is not None:
+            pricing_budget.exclude(seconds)
 
     def _count(self) -> None:
         self.decide_report.price_calls = getattr(getattr(self.pricing, "pricer", None), "price_calls", 0)

@@ -3,25 +3,25 @@
 Strict (docs/design.md section 3): bytes identical to the oracle for every non-NaN value,
 NaN exactly where the oracle has NaN (any payload); ints and bools byte-identical.
 
-Inference: against the float64 evaluator (``weft.fuzz.reference64``), per element,
-with ``o`` the oracle (float32, Strict order), ``r`` the float64 value, ``m`` its
-error magnitude and ``g`` the compiled value:
+Inference: the contract's one rule, ``weft.testing.inference_within`` (docs/contracts.md),
+against the float64 evaluator (``weft.fuzz.reference64``), which also gives each value an
+error magnitude ``m``. With ``o`` the oracle (float32, Strict order), ``r`` the float64
+value and ``g`` the compiled value, per element:
 
 - ints and bools equal ``r`` exactly;
 - where ``o`` and ``r`` are both NaN (NaN in the mathematics: ``0/0``, a fully masked
-  row), ``g`` is NaN; where ``o`` is an infinity, ``g`` is the same infinity or passes the
-  next rule;
-- otherwise ``|g - r| <= max(rtol |r|, 16 * 2**-24 * m) + 1e-37``: the contract's
-  relative tolerance (``rtol`` 1e-4), or, where the value is ill-conditioned (``m`` much
-  larger than ``|r|``: cancellation, long folds, ``exp`` of a large argument), sixteen
-  float32 roundings per unit of the magnitude, which any correct reassociation, FMA and
-  Weft's own transcendentals keep (the floor lets a result below float32's normal range
-  flush). A NaN or an infinity in ``g`` that float32 and float64 do not both give fails;
-- not checked, and counted as unchecked: where ``r`` is NaN but ``o`` is not (float32
-  and float64 disagree on the domain, e.g. ``sqrt`` of a difference that rounds to either
-  side of 0); where ``o`` is NaN but ``r`` is not (float32 overflowed on the way:
-  ``inf - inf``); and where ``g`` is not finite and ``m`` exceeds float32's range (terms
-  beyond it overflow in some orders of a fold and not in others).
+  row), ``g`` is NaN; where ``o`` is an infinity, ``g`` is the same infinity or keeps the
+  rule;
+- otherwise ``|g - r| <= 1e-4 |r| + 1e-4 max|r| + 16 * 2**-24 * m + 1e-37`` (the rule,
+  with the magnitude: an ill-conditioned value, ``m`` much larger than ``|r|``, may differ
+  by sixteen float32 roundings per unit of it). A NaN or an infinity in ``g`` that
+  float32 and float64 do not both give fails;
+- not checked, and counted as unchecked (what a float64 evaluator cannot judge): where
+  ``r`` is NaN but ``o`` is not (float32 and float64 disagree on the domain, e.g. ``sqrt``
+  of a difference that rounds to either side of 0); where ``o`` is NaN but ``r`` is not
+  (float32 overflowed on the way: ``inf - inf``); and where ``g`` is not finite and ``m``
+  exceeds float32's range (terms beyond it overflow in some orders of a fold and not in
+  others).
 """
 
 from __future__ import annotations
@@ -30,10 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from weft.fuzz.reference64 import FLOAT32_UNIT, RTOL, ULPS
-from weft.testing import strict_mismatch
+from weft.testing import inference_bound, inference_within, strict_mismatch
 
-ABSOLUTE_FLOOR = 1e-37
 SHOWN = 4
 
 
@@ -81,8 +79,7 @@ def strict(got: np.ndarray, oracle: np.ndarray) -> Verdict:
     return Verdict(_show(differs, ("compiled", got), ("oracle", oracle)))
 
 
-def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnitude: np.ndarray | None,
-              rtol: float = RTOL) -> Verdict:
+def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnitude: np.ndarray | None) -> Verdict:
     """The Inference rule (module docstring)."""
     problem = _shape_problem(got, oracle.shape, oracle.dtype)
     if problem:
@@ -96,9 +93,7 @@ def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnit
     o = oracle.astype(np.float64)
     r = np.asarray(reference, np.float64)
     m = np.asarray(magnitude, np.float64)
-    bound = np.maximum(rtol * np.abs(r), ULPS * FLOAT32_UNIT * m) + ABSOLUTE_FLOOR
-    with np.errstate(all="ignore"):
-        within = (g == r) | (np.abs(g - r) <= bound)
+    within = inference_within(g, r, m)
     oracle_nan, reference_nan = np.isnan(o), np.isnan(r)
     float32_range = np.finfo(np.float32).max
     unchecked = (reference_nan != oracle_nan) | (~np.isfinite(g) & (m > float32_range))
@@ -106,5 +101,5 @@ def inference(got: np.ndarray, oracle: np.ndarray, reference: np.ndarray, magnit
     ok = unchecked | np.where(oracle_nan, np.isnan(g), same_infinity | within)
     if np.all(ok):
         return Verdict(None, int(np.count_nonzero(unchecked)))
-    return Verdict(_show(~ok, ("compiled", g), ("float64", r), ("bound", bound), ("oracle", o)),
+    return Verdict(_show(~ok, ("compiled", g), ("float64", r), ("bound", inference_bound(r, m)), ("oracle", o)),
                    int(np.count_nonzero(unchecked)))

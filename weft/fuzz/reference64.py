@@ -54,10 +54,6 @@ from weft.ir import (
 )
 from weft.mathf.definitions import TRIG_INPUT_MAX
 
-FLOAT32_UNIT = 2.0**-24
-RTOL = 1e-4  # the Inference contract's relative tolerance (weft.compile's docstring)
-ULPS = 16  # per-operation error allowed under Inference: FMA, reassociation, Weft's own transcendentals
-
 _INT = {DType.INT32: np.int32, DType.INT64: np.int64}
 
 

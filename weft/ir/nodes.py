@@ -514,3 +514,32 @@ class Plan:
 
 
 OUTSIDE = "<output>"
+
+
+
+def _without_recursion_guard(*classes: type) -> None:
+    """Give the IR's dataclasses their generated ``__repr__`` without ``reprlib``'s
+    recursion guard: the same text, at about half the cost. The guard (a set of object
+    ids per thread, consulted on every node) protects only cyclic structures, and frozen
+    nodes built bottom-up cannot form a cycle. A warm compile hashes the ``repr`` of the
+    whole plan (``weft.runtime.record.record_key``), so this cost is per node of the plan."""
+    for cls in classes:
+        cls.__repr__ = getattr(cls.__repr__, "__wrapped__", cls.__repr__)
+
+
+def _enum_repr_once(*enums: type[enum.Enum]) -> None:
+    """Each member's ``repr`` (``<DType.FLOAT32: 'float32'>``, as ``enum`` writes it) made
+    once, not formatted anew for every node that holds it (same reason as above)."""
+    for cls in enums:
+        for member in cls:
+            member._repr_text = enum.Enum.__repr__(member)
+        cls.__repr__ = _stored_repr
+
+
+def _stored_repr(member: enum.Enum) -> str:
+    return member._repr_text
+
+
+_without_recursion_guard(Buffer, AxisIndex, IndexConst, IndexAdd, IndexMul, IndexFloorDiv, IndexMod, IndexOf,
+                         Load, Const, IndexValue, Unary, Binary, Where, Cast, Axis, Fold, Kernel)
+_enum_repr_once(DType, Role, UnaryOp, BinaryOp, Combiner)

@@ -20,7 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 
-from weft.ir import AxisIndex, DType, Expr, IndexOf, Kernel, Load, Plan
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Buffer,
+    DType,
+    Expr,
+    IndexOf,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+    expr_dtype,
+    walk_expr,
+)
 from weft.lower.contraction import ACC_BUFFER, ContractionNest, acc_at, lower_contraction
 from weft.lower.nest import BufferView, LoweredFunction
 
@@ -79,7 +93,23 @@ def epilogue_of(plan: Plan, members: tuple[str, ...]) -> tuple[Kernel, Expr] | N
         if inlined is None:
             return None
         values[name] = inlined
-    return first, values[members[-1]]
+    epilogue = values[members[-1]]
+    if _lane_by_lane(epilogue, buffers):
+        return None
+    return first, epilogue
+
+
+def _lane_by_lane(expr: Expr, buffers: dict) -> bool:
+    """Whether ``expr`` holds an integer division or a remainder of the accumulator: those
+    run lane by lane from a scalar rendering (no vector integer division exists), which
+    cannot read the register tile."""
+    known = {**buffers, ACC_BUFFER: Buffer(ACC_BUFFER, (), DType.FLOAT32, Role.INTERMEDIATE)}
+    for node in walk_expr(expr):
+        if isinstance(node, Binary) and node.op in (BinaryOp.DIV, BinaryOp.FMOD) and (
+                node.op is BinaryOp.FMOD or expr_dtype(node.left, known) is not DType.FLOAT32) and any(
+                isinstance(inner, Load) and inner.buffer == ACC_BUFFER for inner in walk_expr(node)):
+            return True
+    return False
 
 
 def lower_contraction_region(plan: Plan, members: tuple[str, ...], outputs: tuple[str, ...],

@@ -32,7 +32,7 @@ REFERENCES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 # The bounds docs/math.md states (max ulp over all float32 inputs, exhaustively
-# measured by ``python -m weft.mathf.exhaustive``); tests assert them.
+# measured by ``python -m weft.codegen.exhaustive``); tests assert them.
 STATED_MAX_ULP: dict[str, float] = {"exp": 1.0, "log": 1.0, "tanh": 2.0, "erf": 2.0, "sigmoid": 2.5, "sin": 1.0, "cos": 1.0}
 
 # Where each function does something other than saturate: sampled densely.

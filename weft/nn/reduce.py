@@ -198,14 +198,27 @@ def _trailing(x: Tensor, k: int) -> tuple[int, ...]:
     return tuple(range(x.ndim - k, x.ndim))
 
 
+def _zero_d_through_one_element(op: str, function, x: Tensor, axis: int) -> Tensor | None:
+    """A 0-d ``x``: ``function`` over it as one element (after the float and axis checks)."""
+    _need_float(op, x)
+    if x.ndim != 0:
+        return None
+    _zero_d_axes(op, axis)
+    return reshape(function(reshape(x, (1,)), 0), ())
+
+
+def _rows_and_max(op: str, member: str, x: Tensor, axis: int) -> tuple[_Rows, Tensor]:
+    """The rows along ``axis`` and the member ``member`` holding each row's max."""
+    rows = _Rows(x, normalize_axes(op, axis, x.shape))
+    return rows, rows.emit_row(member, x.read(rows.full_index(True)), Combiner.MAX)
+
+
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Four members: row max, exp(x - max), row sum, divide."""
-    _need_float("softmax", x)
-    if x.ndim == 0:
-        _zero_d_axes("softmax", axis)
-        return reshape(softmax(reshape(x, (1,)), 0), ())
-    rows = _Rows(x, normalize_axes("softmax", axis, x.shape))
-    row_max = rows.emit_row("softmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    scalar = _zero_d_through_one_element("softmax", softmax, x, axis)
+    if scalar is not None:
+        return scalar
+    rows, row_max = _rows_and_max("softmax", "softmax_max", x, axis)
     shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
     exps = rows.emit_full("softmax_exp", Unary(UnaryOp.EXP, shifted))
     total = rows.emit_row("softmax_sum", exps.read(rows.full_index(True)), Combiner.SUM)
@@ -215,12 +228,10 @@ def softmax(x: Tensor, axis: int = -1) -> Tensor:
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """Three members: row max, row sum of exp(x - max), (x - max) - log(sum)."""
-    _need_float("log_softmax", x)
-    if x.ndim == 0:
-        _zero_d_axes("log_softmax", axis)
-        return reshape(log_softmax(reshape(x, (1,)), 0), ())
-    rows = _Rows(x, normalize_axes("log_softmax", axis, x.shape))
-    row_max = rows.emit_row("logsoftmax_max", x.read(rows.full_index(True)), Combiner.MAX)
+    scalar = _zero_d_through_one_element("log_softmax", log_softmax, x, axis)
+    if scalar is not None:
+        return scalar
+    rows, row_max = _rows_and_max("log_softmax", "logsoftmax_max", x, axis)
     terms = Unary(UnaryOp.EXP, _sub(x.read(rows.full_index(True)), rows.row(row_max)))
     total = rows.emit_row("logsoftmax_sumexp", terms, Combiner.SUM)
     shifted = _sub(x.read(rows.full_index(False)), rows.row(row_max))
@@ -290,12 +301,39 @@ def layer_norm(
 _SHRINK = 2.0**-32
 
 
+def rms_norm_shift(eps: float) -> int:
+    """The power of two ``k`` rms_norm scales ``x`` by (``2**-k``) before squaring.
+
+    Squares span twice float32's exponent range, so no one scale keeps every row: ``x * x``
+    overflows for an rms above ~1.8e19 (PyTorch's output there is 0) and, scaled by
+    ``2**-k``, a square of ``|x| < 2**(k - 63)`` falls below float32's normal range. Such
+    a square only matters next to eps when it is at least ``eps * 2**-30`` (a millionth of
+    a float32 rounding of eps), so ``k`` is the largest with ``eps * 2**-30 * 2**-2k >=
+    2**-126``: 38 for eps = 1e-6 (rows up to an rms of 2**102 ~ 5e30), 39 for 1e-5, and 0
+    for eps = 0 (PyTorch's range exactly). A power of two leaves every other bit as it was.
+    """
+    if not eps > 0 or not math.isfinite(eps):
+        return 0
+    shift = math.floor((96 + math.log2(eps)) / 2)
+    return 0 if shift < 0 else _MAX_SHIFT if shift > _MAX_SHIFT else shift
+
+
+_MAX_SHIFT = 48
+
+
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """RMSNorm over the last dim. Two members: mean square, ``x * rsqrt(ms + eps) * w``."""
+    """RMSNorm over the last dim. Two members: mean square of ``x * 2**-k`` and
+    ``x * (rsqrt(ms + eps * 2**-2k) * 2**-k) * w`` (``k = rms_norm_shift(eps)``: the
+    same value, the mean square finite for rows up to an rms of ``2**(64 + k)``)."""
     _need_float("rms_norm", x)
     rows = _Rows(x, _trailing(x, 1 if weight is None else _normalized_dims("rms_norm", x, weight.shape)))
+    shift = rms_norm_shift(float(eps))
     value = x.read(rows.full_index(True))
+    if shift:
+        value = Binary(BinaryOp.MUL, value, Const(2.0**-shift))
     mean_square = rows.emit_row("rms_meansq", mul_expr(value, value, Const(_reciprocal(rows.count))), Combiner.SUM)
-    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps))))
+    inverse = Unary(UnaryOp.RSQRT, Binary(BinaryOp.ADD, rows.row(mean_square), Const(float(eps) * 4.0**-shift)))
+    if shift:
+        inverse = Binary(BinaryOp.MUL, inverse, Const(2.0**-shift))
     normalised = Binary(BinaryOp.MUL, x.read(rows.full_index(False)), inverse)
     return rows.emit_full("rms_norm", _affine_params("rms_norm", rows, normalised, weight, None))

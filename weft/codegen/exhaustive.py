@@ -1,6 +1,6 @@
 """Exhaustive accuracy of the C rendering over every float32 input.
 
-``python -m weft.mathf.exhaustive [--step N] [--lanes L]`` compiles the
+``python -m weft.codegen.exhaustive [--step N] [--lanes L]`` compiles the
 vectorised C functions with a driver that walks all 2^32 bit patterns (or every
 N-th one) and scores each result against the C library's double-precision
 function, with the same ulp measure as ``weft.mathf.accuracy`` (ulps of the
@@ -8,18 +8,21 @@ float32 binade of the exact result, denormal spacing below the normal range,
 0 when equal to the double result rounded to float32, infinity for a NaN
 mismatch). The C side is bit-identical to the NumPy side (tests/mathf), so
 these numbers hold for the oracle too. One core; a full walk takes minutes.
+
+It lives in ``weft.codegen`` (not ``weft.mathf``): it builds C, and ``weft.codegen``
+already depends on ``weft.mathf``, never the other way. The walk is a shared object
+built by Weft's one C driver (``weft.codegen.driver.build``,
+Strict flags: no FMA contraction, no fast-math, as the Strict kernels are built), cached
+with the other objects, and called through ctypes; it returns its results in arrays.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
+import ctypes
 
+from weft.codegen.driver import build
 from weft.config import config_from_env
-from weft.errors import CompileError
 from weft.mathf.c_source import c_math_source
 
 REFERENCE_C = {
@@ -36,8 +39,6 @@ REFERENCE_C = {
 
 _DRIVER = r"""
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 static double ulp_error(float y, double r) {
   if (isnan(y) && isnan(r)) return 0.0;
@@ -53,7 +54,8 @@ static double ulp_error(float y, double r) {
 }
 
 #define WALK(name, reference)                                                   \
-  static void walk_##name(unsigned long step) {                                 \
+  static void walk_##name(unsigned long step, unsigned long *counted,           \
+                          double *worst_ulp, float *worst_input) {              \
     double worst = 0.0; float worst_x = 0.0f; unsigned long count = 0;          \
     for (unsigned long base = 0; base < (1ul << 32); base += step * WF_LANES) { \
       uint32_t bits[WF_LANES]; wf_vf v, out;                                    \
@@ -70,58 +72,40 @@ static double ulp_error(float y, double r) {
       }                                                                         \
       count += WF_LANES;                                                        \
     }                                                                           \
-    printf("%s %lu %.6f %.9g\n", #name, count, worst, (double)worst_x);         \
+    *counted = count; *worst_ulp = worst; *worst_input = worst_x;               \
   }
 """
 
 
 def driver_source(lanes: int) -> str:
     walks = "".join(f"WALK({name}, {expression})\n" for name, expression in REFERENCE_C.items())
-    calls = "".join(f'  if (!only || !strcmp(only, "{name}")) walk_{name}(step);\n' for name in REFERENCE_C)
-    main = (
-        "#include <string.h>\nint main(int argc, char **argv) {\n"
-        "  unsigned long step = argc > 1 ? strtoul(argv[1], 0, 10) : 1;\n"
-        "  const char *only = argc > 2 ? argv[2] : 0;\n"
-        f"{calls}  return 0;\n}}\n"
+    calls = "".join(
+        f"  if (only < 0 || only == {n}) walk_{name}(step, &counted[{n}], &worst_ulp[{n}], &worst_input[{n}]);\n"
+        for n, name in enumerate(REFERENCE_C))
+    entry = (
+        "void wf_walk(unsigned long step, int only, unsigned long *counted, double *worst_ulp,"
+        " float *worst_input) {\n"
+        f"{calls}}}\n"
     )
-    return c_math_source(lanes) + _DRIVER + walks + main
-
-
-def build(lanes: int, directory: Path) -> Path:
-    compiler = config_from_env().cc
-    if shutil.which(compiler) is None:
-        raise CompileError(f"exhaustive: C compiler {compiler!r} not found; set WEFT_CC", (compiler,))
-    source = directory / "exhaustive.c"
-    source.write_text(driver_source(lanes))
-    binary = directory / "exhaustive"
-    command = (
-        compiler,
-        "-O2",
-        "-march=native",
-        "-ffp-contract=off",
-        "-fno-fast-math",
-        str(source),
-        "-o",
-        str(binary),
-        "-lm",
-    )
-    completed = subprocess.run(command, capture_output=True, text=True)
-    if completed.returncode != 0:
-        raise CompileError("exhaustive: the C driver did not compile", command, completed.stderr, str(source))
-    return binary
+    return c_math_source(lanes) + _DRIVER + walks + entry
 
 
 def walk(step: int = 1, lanes: int = 16, only: str | None = None) -> list[tuple[str, int, float, float]]:
     """(function, inputs tested, max ulp, worst input) for every N-th float32 bit pattern."""
-    with tempfile.TemporaryDirectory(prefix="weft_mathf_") as directory:
-        binary = build(lanes, Path(directory))
-        command = [str(binary), str(step)] + ([only] if only else [])
-        output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    rows = []
-    for line in output.splitlines():
-        name, count, worst, worst_x = line.split()
-        rows.append((name, int(count), float(worst), float(worst_x)))
-    return rows
+    config = config_from_env()
+    artifact = build(driver_source(lanes), config.cc, config.cache_dir, "strict")
+    library = ctypes.CDLL(str(artifact.so_path))
+    functions = len(REFERENCE_C)
+    counted = (ctypes.c_ulong * functions)()
+    worst_ulp = (ctypes.c_double * functions)()
+    worst_input = (ctypes.c_float * functions)()
+    library.wf_walk.argtypes = (ctypes.c_ulong, ctypes.c_int, ctypes.POINTER(ctypes.c_ulong),
+                                ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_float))
+    library.wf_walk.restype = None
+    names = list(REFERENCE_C)
+    library.wf_walk(step, names.index(only) if only else -1, counted, worst_ulp, worst_input)
+    return [(name, int(counted[n]), float(worst_ulp[n]), float(worst_input[n]))
+            for n, name in enumerate(names) if only is None or name == only]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,70 @@
+"""A warm priced compile reuses its whole compile record while every verdict it rests on is
+still in the decision record as it was; a changed verdict makes it decide again."""
+
+from dataclasses import replace
+
+import pytest
+
+import weft
+from weft.config import config_from_env
+from weft.decide.race import RaceBudget
+from weft.decide.record import DecisionRecord
+from weft.workloads import get_workload
+
+
+def _compile(name="layernorm", **settings):
+    workload = get_workload(name)
+    plan, inputs = workload.plan(**workload.small), workload.inputs(**workload.small)
+    config = config_from_env(**{"contract": "inference", "threads": 1, "fusion": "priced", "budget_s": 30,
+                                **settings})
+    return weft.compile(plan, config=config), inputs
+
+
+def test_a_warm_priced_compile_is_the_cold_one_reused_whole(cache):
+    cold, inputs = _compile()
+    assert not cold.from_record and cold.decide_report.rests_on
+    warm, _ = _compile()
+    report = warm.decide_report
+    assert warm.from_record and report.from_compile_record
+    assert (report.priced, report.price_calls, report.raced, report.written) == (0, 0, 0, 0)
+    assert report.recorded == len(cold.decide_report.rests_on)
+    assert warm.kernel_set() == cold.kernel_set()
+    assert warm.output_digest(*inputs) == cold.output_digest(*inputs)
+    # explain still shows the regions (decided again from the decision record, no price)
+    assert warm.partition is not None and warm.partition.pricing.priced == 0
+    assert [r.members for r in warm.partition.fused] == [r.members for r in cold.partition.fused]
+
+
+def test_a_changed_verdict_makes_the_compile_decide_again(cache):
+    cold, _ = _compile()
+    record = DecisionRecord.in_cache(cache)
+    first = cold.decide_report.rests_on[0]
+    flipped = replace(first, choice="unfused" if first.choice == "fused" else "fused")
+    record.put_many([flipped], replace=True)
+    record.close()
+    again, _ = _compile()
+    assert not again.from_record and not again.decide_report.from_compile_record
+    assert again.decide_report.recorded > 0 and again.decide_report.priced == 0
+
+
+def test_another_thread_count_is_another_compile_record(cache):
+    _compile(threads=1)
+    other, _ = _compile(threads=2)
+    assert not other.from_record and other.decide_report.priced > 0
+
+
+def test_a_race_is_not_started_when_its_share_cannot_hold_a_build():
+    budget = RaceBudget(0.5)
+    assert budget.can_race()  # the prior build estimate fits
+    budget.build_s = 0.6  # a measured build longer than the share
+    assert not budget.can_race()
+    budget = RaceBudget(0.5, spent=0.3)
+    assert not budget.can_race()  # 0.2 s left: less than the prior 0.3 s build
+
+
+def test_the_race_under_way_counts_against_its_share():
+    import time
+
+    budget = RaceBudget(10.0)
+    budget.running_since = time.perf_counter() - 4.0
+    assert budget.left() == pytest.approx(6.0, abs=0.5)
