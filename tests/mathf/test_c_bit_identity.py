@@ -16,6 +16,8 @@ NUMPY_REFERENCE = {
     "tanh": mathf.tanh,
     "erf": mathf.erf,
     "sigmoid": mathf.sigmoid,
+    "sin": mathf.sin,
+    "cos": mathf.cos,
     "sqrt": np.sqrt,
     "rsqrt": lambda x: np.float32(1.0) / np.sqrt(x),
 }

@@ -124,14 +124,41 @@ def test_sigmoid_special_values():
     )
 
 
-@pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf", "sigmoid"])
+def test_sin_cos_special_values():
+    tiny = np.float32(2.0**-149)
+    limit = np.float32(2.0**22)  # weft.mathf.definitions.TRIG_INPUT_MAX
+    beyond = np.nextafter(limit, INF)
+    check(mathf.sin, [(0.0, 0.0), (-0.0, -0.0), (tiny, tiny), (-tiny, -tiny), (1e-30, 1e-30), (INF, NAN),
+                      (-INF, NAN), (NAN, NAN), (beyond, NAN), (-beyond, NAN), (F32_MAX, NAN)])
+    check(mathf.cos, [(0.0, 1.0), (-0.0, 1.0), (tiny, 1.0), (1e-5, 1.0), (INF, NAN), (-INF, NAN), (NAN, NAN),
+                      (beyond, NAN), (-F32_MAX, NAN)])
+    assert np.isfinite(mathf.sin(limit)) and np.isfinite(mathf.cos(-limit))
+    x = np.linspace(-50.0, 50.0, 10001, dtype=np.float32)
+    assert bits(mathf.sin(-x)) == bits(-mathf.sin(x))  # odd
+    assert bits(mathf.cos(-x)) == bits(mathf.cos(x))  # even
+
+
+def test_sin_cos_near_multiples_of_half_pi_keep_relative_accuracy():
+    """The hard inputs: x next to k*pi/2, where the reduced argument cancels to a few ulps."""
+    from weft.mathf.accuracy import STATED_MAX_ULP, ulp_error
+
+    k = np.unique(np.geomspace(1, 2.6e6, 4000).astype(np.int64))
+    centre = (k * (np.pi / 2)).astype(np.float32)
+    x = np.concatenate([centre, np.nextafter(centre, 0), np.nextafter(centre, INF)])
+    x = x[np.abs(x) <= 2.0**22]
+    for name, reference in (("sin", np.sin), ("cos", np.cos)):
+        error = ulp_error(getattr(mathf, name)(x), reference(x.astype(np.float64)))
+        assert error.max() <= STATED_MAX_ULP[name], (name, error.max(), x[error.argmax()])
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf", "sigmoid", "sin", "cos"])
 def test_nan_input_comes_back_quiet_with_its_payload(name):
     signalling = np.array([0x7F800001, 0xFFA00002, 0x7FC12345], dtype=np.uint32).view(np.float32)
     result = getattr(mathf, name)(signalling).view(np.uint32)
     assert result.tolist() == [0x7FC00001, 0xFFE00002, 0x7FC12345]
 
 
-@pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf", "sigmoid"])
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "erf", "sigmoid", "sin", "cos"])
 def test_shapes_and_scalars(name):
     function = getattr(mathf, name)
     matrix = np.linspace(0.25, 3.0, 12, dtype=np.float32).reshape(3, 4)
@@ -178,6 +205,8 @@ def test_oracle_uses_these_functions():
         (UnaryOp.LOG, "log"),
         (UnaryOp.TANH, "tanh"),
         (UnaryOp.ERF, "erf"),
+        (UnaryOp.SIN, "sin"),
+        (UnaryOp.COS, "cos"),
     ):
         assert NUMPY_UNARY[op] is getattr(mathf, name)
     assert NUMPY_UNARY[UnaryOp.SIGMOID] is mathf.sigmoid

@@ -185,7 +185,7 @@ MAPPING = {
     "logical_and": nn.logical_and, "logical_or": nn.logical_or, "logical_not": nn.logical_not,
     "where": _where,
     "abs": nn.abs, "neg": nn.neg, "exp": nn.exp, "log": nn.log, "sqrt": nn.sqrt, "rsqrt": nn.rsqrt,
-    "tanh": nn.tanh, "erf": nn.erf, "sigmoid": nn.sigmoid, "square": nn.square,
+    "tanh": nn.tanh, "erf": nn.erf, "sigmoid": nn.sigmoid, "square": nn.square, "sin": nn.sin, "cos": nn.cos,
     "nn.functional.relu": nn.relu, "nn.functional.silu": nn.silu, "nn.functional.gelu": _gelu,
     # reductions and normalisations
     "sum": _reduction(nn.sum), "amax": _reduction(nn.max), "amin": _reduction(nn.min), "mean": _mean,

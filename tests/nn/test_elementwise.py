@@ -51,6 +51,8 @@ UNARY = {
     "tanh": (nn.tanh, np.tanh, 3.0),
     "erf": (nn.erf, scipy.special.erf, 2.0),
     "sigmoid": (nn.sigmoid, lambda x: 1 / (1 + np.exp(-x)), 4.0),
+    "sin": (nn.sin, np.sin, 100.0),
+    "cos": (nn.cos, np.cos, 100.0),
     "relu": (nn.relu, lambda x: np.maximum(x, 0), 1.0),
     "silu": (nn.silu, lambda x: x / (1 + np.exp(-x)), 4.0),
     "gelu": (nn.gelu, lambda x: 0.5 * x * (1 + scipy.special.erf(x / math.sqrt(2))), 3.0),

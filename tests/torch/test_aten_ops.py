@@ -96,6 +96,24 @@ CASES = [
     ("aten.convolution.default", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
      lambda: (rand(1, 3, 8, 8), rand(4, 3, 3, 3), rand(4))),
     ("aten.convolution.default", lambda x, w: F.conv2d(x, w, stride=4), lambda: (rand(2, 3, 8, 8), rand(5, 3, 4, 4))),
+    ("aten.convolution.default", lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2),  # grouped
+     lambda: (rand(2, 4, 7, 6), rand(6, 2, 3, 3), rand(6))),
+    ("aten.convolution.default", lambda x, w: F.conv2d(x, w, padding=2, dilation=2, groups=3),  # depthwise
+     lambda: (rand(1, 3, 9, 9), rand(3, 1, 3, 3))),
+    ("aten.convolution.default", lambda x, w, b: F.conv2d(x, w, b, padding="same"),  # unbatched, "same"
+     lambda: (rand(3, 6, 5), rand(4, 3, 4, 3), rand(4))),
+    ("aten.convolution.default", lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1),
+     lambda: (rand(2, 3, 11), rand(4, 3, 3), rand(4))),
+    ("aten.convolution.default", lambda x, w: F.conv1d(x, w, padding=2, groups=4),  # depthwise 1-D, unbatched
+     lambda: (rand(4, 9), rand(4, 1, 5))),
+    ("aten.index_put.default", lambda c, v, p: c.index_copy(2, p, v),  # a static KV cache write
+     lambda: (rand(1, 2, 9, 4), rand(1, 2, 3, 4), torch.tensor([4, 0, 8]))),
+    ("aten.index_put.default", lambda c, v, p: torch.index_put(c, (p,), v),  # repeated and negative indices
+     lambda: (rand(6, 3), rand(4, 3), torch.tensor([1, -1, 1, 2]))),
+    ("aten.index_put.default", lambda c, v, p: c.index_copy(1, p, v),  # inner dim, values broadcast
+     lambda: (rand(3, 5), rand(1, 2).expand(3, 2), torch.tensor([0, 3]))),
+    ("aten.sin.default", torch.sin, lambda: (rand(3, 40) * 40,)),
+    ("aten.cos.default", torch.cos, lambda: (rand(3, 40) * 3e4,)),  # rotary-table magnitudes
     ("aten.abs.default", torch.abs, lambda: (rand(3, 4),)),
     ("aten.maximum.default", torch.maximum, lambda: (rand(3, 4), rand(4))),
     ("aten.erf.default", torch.erf, lambda: (rand(3, 4),)),

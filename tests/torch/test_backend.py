@@ -27,17 +27,17 @@ def fresh_dynamo():
 class Block(torch.nn.Module):
     """Linear, layer norm, GELU, attention-like softmax: ops Weft lowers."""
 
-    def __init__(self, dim=16, with_cos=False):
+    def __init__(self, dim=16, with_atan=False):
         super().__init__()
         self.up = torch.nn.Linear(dim, 2 * dim)
         self.norm = torch.nn.LayerNorm(2 * dim)
         self.down = torch.nn.Linear(2 * dim, dim)
-        self.with_cos = with_cos
+        self.with_atan = with_atan
 
     def forward(self, x):
         h = torch.nn.functional.gelu(self.norm(self.up(x)))
-        if self.with_cos:
-            h = torch.cos(h) * h  # aten.cos: no lowering in Weft
+        if self.with_atan:
+            h = torch.atan(h) * h  # aten.atan: no lowering in Weft
         scores = torch.softmax(x @ x.transpose(-1, -2) / 4.0, -1)
         return self.down(h) + scores @ x
 
@@ -110,17 +110,17 @@ def test_strict_contract_option_reaches_weft_compile():
 
 
 def test_unsupported_op_warns_naming_it_and_gives_the_right_answer():
-    model = Block(with_cos=True).eval()
+    model = Block(with_atan=True).eval()
     x = torch.randn(2, 5, 16)
-    with pytest.warns(wt.WeftFallbackWarning, match=r"aten\.cos\.default x1"), torch.no_grad():
+    with pytest.warns(wt.WeftFallbackWarning, match=r"aten\.atan\.default x1"), torch.no_grad():
         got = torch.compile(model, backend=wt.backend)(x)
     assert_inference_close(got.numpy(), reference(model, x)[0])
 
 
 def test_fallback_error_raises_naming_the_op():
-    model = Block(with_cos=True).eval()
+    model = Block(with_atan=True).eval()
     x = torch.randn(2, 5, 16)
-    with pytest.raises(Exception, match=r"aten\.cos\.default") as caught, torch.no_grad():
+    with pytest.raises(Exception, match=r"aten\.atan\.default") as caught, torch.no_grad():
         torch.compile(model, backend=wt.backend, options={"fallback": "error"})(x)
     chain, problem = [], caught.value
     while problem is not None:
@@ -130,13 +130,58 @@ def test_fallback_error_raises_naming_the_op():
 
 
 def test_explain_prints_partitions_fallbacks_and_fused_regions(capsys):
-    model = Block(with_cos=True).eval()
+    model = Block(with_atan=True).eval()
     reports = wt.explain(model, torch.randn(2, 5, 16))
     text = capsys.readouterr().out
     assert "partition weft_partition_" in text
-    assert "aten.cos.default x1: no lowering" in text
+    assert "aten.atan.default x1: no lowering" in text
     assert "fused region:" in text
-    assert reports and reports[0].fallbacks == {"aten.cos.default": 1}
+    assert reports and reports[0].fallbacks == {"aten.atan.default": 1}
+
+
+class DepthwiseNet(torch.nn.Module):
+    """A MobileNet-style stack: stem, depthwise (groups = channels), grouped pointwise, a 1-D
+    depthwise conv over the flattened rows; optionally a transposed conv (no Weft lowering)."""
+
+    def __init__(self, with_transposed=False):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.depthwise = torch.nn.Conv2d(8, 8, 3, padding="same", groups=8)
+        self.pointwise = torch.nn.Conv2d(8, 12, 1, groups=4)
+        self.temporal = torch.nn.Conv1d(12, 12, 5, padding=2, groups=12)
+        self.up = torch.nn.ConvTranspose2d(12, 4, 2, stride=2) if with_transposed else None
+
+    def forward(self, x):
+        h = torch.relu(self.pointwise(torch.relu(self.depthwise(self.stem(x)))))
+        if self.up is not None:
+            return self.up(h)
+        n, c, height, width = h.shape
+        return self.temporal(h.reshape(n, c, height * width))
+
+
+def test_grouped_depthwise_and_1d_convolutions_lower_with_no_fallback():
+    torch.manual_seed(0)
+    model = DepthwiseNet().eval()
+    x = torch.randn(2, 3, 9, 10)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got = torch.compile(model, backend=wt.backend)(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0], context="depthwise net")
+    unbatched = x[0]
+    dynamo.reset()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        stem = torch.compile(model.stem, backend=wt.backend)(unbatched)  # (C, H, W) input
+    assert_inference_close(stem.numpy(), reference(model.stem, unbatched)[0], context="unbatched conv")
+
+
+def test_transposed_convolution_is_a_reported_fallback_with_the_right_answer():
+    torch.manual_seed(0)
+    model = DepthwiseNet(with_transposed=True).eval()
+    x = torch.randn(1, 3, 6, 6)
+    with pytest.warns(wt.WeftFallbackWarning, match=r"aten\.convolution\.default x1 \(transposed"), torch.no_grad():
+        got = torch.compile(model, backend=wt.backend)(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0], context="transposed conv")
 
 
 class CountingBackend:
@@ -198,3 +243,36 @@ def test_parameters_bound_once_still_see_in_place_updates():
         second = torch.randn(2, 5, 16)
         got = compiled(second)
     assert_inference_close(got.numpy(), reference(model, second)[0])
+
+
+class Scaled(torch.nn.Module):
+    """A Python float attribute: under dynamic=True dynamo passes it as a 0-d float64 tensor."""
+
+    def __init__(self, scaling):
+        super().__init__()
+        self.scaling = scaling
+
+    def forward(self, x):
+        return torch.cos(x) * self.scaling + torch.sin(x)
+
+
+def test_dynamo_float_scalars_enter_the_plan_as_float32_with_no_fallback():
+    model = Scaled(0.1 + 2.0**-40)  # not a float32: the cast to float32 rounds it, in Weft as in eager
+    x = torch.randn(3, 7) * 100
+    with Recorder() as reports, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got = torch.compile(model, backend=wt.backend, dynamic=True)(x)
+        want = model(x)
+    assert {op for report in reports for op in report.fallbacks} == set()
+    ops = {op for report in reports for partition in report.partitions for op in partition.ops}
+    assert "prims.convert_element_type.default" in ops or "aten._to_copy.default" in ops, ops
+    assert_inference_close(got.numpy(), want.double().numpy(), context="scaled cos/sin")
+
+
+class Recorder(list):
+    def __enter__(self):
+        self.token = wt._REPORTS.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        wt._REPORTS.reset(self.token)

@@ -58,7 +58,7 @@ C_INFIX = {
 # Weft's transcendentals (from weft.mathf's C source: vector fn, scalar fn_s).
 C_MATH = {
     UnaryOp.EXP: "wf_exp", UnaryOp.LOG: "wf_log", UnaryOp.TANH: "wf_tanh",
-    UnaryOp.ERF: "wf_erf", UnaryOp.SIGMOID: "wf_sigmoid",
+    UnaryOp.ERF: "wf_erf", UnaryOp.SIGMOID: "wf_sigmoid", UnaryOp.SIN: "wf_sin", UnaryOp.COS: "wf_cos",
 }
 
 

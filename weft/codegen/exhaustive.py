@@ -31,6 +31,10 @@ REFERENCE_C = {
     "tanh": "tanh(x)",
     "erf": "erf(x)",
     "sigmoid": "1.0 / (1.0 + exp(-x))",
+    # sin and cos are defined for |x| <= 2^22 (definitions.TRIG_INPUT_MAX) and NaN beyond:
+    # the walk checks both (an out-of-range lane scores 0 only if it is NaN).
+    "sin": "(fabs(x) <= 4194304.0 ? sin(x) : NAN)",
+    "cos": "(fabs(x) <= 4194304.0 ? cos(x) : NAN)",
 }
 
 _DRIVER = r"""

@@ -34,10 +34,13 @@ static inline float wf_log_s(float x) {{ return (float)log((double)x); }}
 static inline float wf_tanh_s(float x) {{ return (float)tanh((double)x); }}
 static inline float wf_erf_s(float x) {{ return (float)erf((double)x); }}
 static inline float wf_sigmoid_s(float x) {{ return (float)(1.0 / (1.0 + exp(-(double)x))); }}
+static inline float wf_sin_s(float x) {{ return (float)sin((double)x); }}
+static inline float wf_cos_s(float x) {{ return (float)cos((double)x); }}
 static inline float wf_sqrt_s(float x) {{ return __builtin_sqrtf(x); }}
 #define WF_LANEWISE(fn) static inline wf_vf fn(wf_vf x) {{ \\
     wf_vf r; for (int l = 0; l < {lanes}; l++) r[l] = fn##_s(x[l]); return r; }}
 WF_LANEWISE(wf_exp) WF_LANEWISE(wf_log) WF_LANEWISE(wf_tanh) WF_LANEWISE(wf_erf) WF_LANEWISE(wf_sigmoid) WF_LANEWISE(wf_sqrt)
+WF_LANEWISE(wf_sin) WF_LANEWISE(wf_cos)
 """
 
 _HELPERS = """\

@@ -27,7 +27,7 @@ ARITHMETIC = frozenset({
     BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE, BinaryOp.AND, BinaryOp.OR,
 })
 TRANSCENDENTAL = {UnaryOp.EXP: "exp", UnaryOp.LOG: "log", UnaryOp.TANH: "exp", UnaryOp.ERF: "exp",
-                  UnaryOp.SIGMOID: "exp"}
+                  UnaryOp.SIGMOID: "exp", UnaryOp.SIN: "exp", UnaryOp.COS: "exp"}
 DIVIDE_LIKE = frozenset({UnaryOp.SQRT, UnaryOp.RSQRT})
 
 

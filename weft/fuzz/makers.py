@@ -37,7 +37,7 @@ EXCLUDED = {
 }
 
 COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
-UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "relu", "silu", "gelu")
+UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "sin", "cos", "relu", "silu", "gelu")
 ARITHMETIC = ("add", "sub", "mul", "div", "maximum", "minimum", "fmod")
 
 

@@ -15,7 +15,7 @@ analysis, in units of one relative rounding)::
     a + b, a - b      m = m_a + m_b + |a +- b|
     a * b             m = m_a |b| + |a| m_b + |ab|
     a / b             m = m_a / |b| + |a/b| m_b / |b| + |a/b|
-    f(a)              m = |f'(a)| m_a + |f(a)|   (exp, log, sqrt, rsqrt, tanh, erf, sigmoid)
+    f(a)              m = |f'(a)| m_a + |f(a)|   (exp, log, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos)
     max, min, where   m of the operand chosen
     sum over n terms  m = sum m_t + (n - 1) sum |t|   (the worst case of any order of the n terms)
     max/min fold      m = the largest m_t
@@ -52,8 +52,14 @@ from weft.ir import (
     UnaryOp,
     Where,
 )
+from weft.mathf.definitions import TRIG_INPUT_MAX
 
 _INT = {DType.INT32: np.int32, DType.INT64: np.int64}
+
+
+def _trig_in_range(function, a):
+    """Weft's sin / cos are NaN for |x| > 2^22 by definition (weft.mathf.definitions)."""
+    return np.where(np.abs(a) <= TRIG_INPUT_MAX, function(a), np.nan)
 
 
 def _times(a, b):
@@ -194,11 +200,14 @@ class _Member:
             UnaryOp.TANH: lambda: 1.0 - np.tanh(a) ** 2,
             UnaryOp.ERF: lambda: 2.0 / np.sqrt(np.pi) * np.exp(-a * a),
             UnaryOp.SIGMOID: lambda: special.expit(a) * (1.0 - special.expit(a)),
+            UnaryOp.SIN: lambda: np.cos(a),
+            UnaryOp.COS: lambda: np.sin(a),
         }
         value = {
             UnaryOp.NEG: np.negative, UnaryOp.ABS: np.abs, UnaryOp.EXP: np.exp, UnaryOp.LOG: np.log,
             UnaryOp.SQRT: np.sqrt, UnaryOp.RSQRT: lambda x: 1.0 / np.sqrt(x), UnaryOp.TANH: np.tanh,
             UnaryOp.ERF: special.erf, UnaryOp.SIGMOID: special.expit,
+            UnaryOp.SIN: lambda x: _trig_in_range(np.sin, x), UnaryOp.COS: lambda x: _trig_in_range(np.cos, x),
         }[op](a)
         if op in (UnaryOp.NEG, UnaryOp.ABS):
             return value, m

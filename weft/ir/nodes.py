@@ -193,6 +193,8 @@ class UnaryOp(enum.Enum):
     TANH = "tanh"
     ERF = "erf"
     SIGMOID = "sigmoid"
+    SIN = "sin"
+    COS = "cos"
     NOT = "not"
 
 
@@ -216,7 +218,9 @@ class BinaryOp(enum.Enum):
 
 COMPARISONS = frozenset({BinaryOp.LT, BinaryOp.LE, BinaryOp.GT, BinaryOp.GE, BinaryOp.EQ, BinaryOp.NE})
 LOGICAL = frozenset({BinaryOp.AND, BinaryOp.OR})
-TRANSCENDENTAL = frozenset({UnaryOp.EXP, UnaryOp.LOG, UnaryOp.TANH, UnaryOp.ERF, UnaryOp.SIGMOID})
+TRANSCENDENTAL = frozenset(
+    {UnaryOp.EXP, UnaryOp.LOG, UnaryOp.TANH, UnaryOp.ERF, UnaryOp.SIGMOID, UnaryOp.SIN, UnaryOp.COS}
+)
 
 
 class Expr:

@@ -1,8 +1,8 @@
 """Weft's float32 transcendentals: one definition, a NumPy and a C interpreter.
 
 The functions are defined once (``weft.mathf.definitions``) as sequences of
-IEEE-exact float32 operations. ``exp``, ``log``, ``tanh``, ``erf`` and
-``sigmoid`` here evaluate them with NumPy (the oracle uses these);
+IEEE-exact float32 operations. ``exp``, ``log``, ``tanh``, ``erf``,
+``sigmoid``, ``sin`` and ``cos`` here evaluate them with NumPy (the oracle uses these);
 ``c_math_source(lanes)`` prints the same sequences as C (``wf_exp`` ...), so
 compiled Strict code and the oracle agree bit for bit. See docs/math.md.
 """
@@ -78,6 +78,8 @@ log = _unary("log")
 tanh = _unary("tanh")
 erf = _unary("erf")
 sigmoid = _unary("sigmoid")
+sin = _unary("sin")
+cos = _unary("cos")
 maximum = _binary("max")
 minimum = _binary("min")
 
@@ -85,11 +87,13 @@ __all__ = [
     "C_BINARY_NAMES",
     "C_UNARY_NAMES",
     "c_math_source",
+    "cos",
     "erf",
     "exp",
     "log",
     "maximum",
     "minimum",
     "sigmoid",
+    "sin",
     "tanh",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 from scipy import special
 
 from weft import mathf
+from weft.mathf.definitions import TRIG_INPUT_MAX
 
 REFERENCES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp,
@@ -26,11 +27,13 @@ REFERENCES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "erf": special.erf,
     "sigmoid": special.expit,
+    "sin": lambda x: np.where(np.abs(x) <= TRIG_INPUT_MAX, np.sin(x), np.nan),  # NaN beyond, by definition
+    "cos": lambda x: np.where(np.abs(x) <= TRIG_INPUT_MAX, np.cos(x), np.nan),
 }
 
 # The bounds docs/math.md states (max ulp over all float32 inputs, exhaustively
 # measured by ``python -m weft.codegen.exhaustive``); tests assert them.
-STATED_MAX_ULP: dict[str, float] = {"exp": 1.0, "log": 1.0, "tanh": 2.0, "erf": 2.0, "sigmoid": 2.5}
+STATED_MAX_ULP: dict[str, float] = {"exp": 1.0, "log": 1.0, "tanh": 2.0, "erf": 2.0, "sigmoid": 2.5, "sin": 1.0, "cos": 1.0}
 
 # Where each function does something other than saturate: sampled densely.
 CORE_DOMAINS: dict[str, tuple[float, float]] = {
@@ -39,6 +42,8 @@ CORE_DOMAINS: dict[str, tuple[float, float]] = {
     "tanh": (-10.0, 10.0),
     "erf": (-4.5, 4.5),
     "sigmoid": (-105.0, 20.0),
+    "sin": (-1e5, 1e5),  # rotary tables: positions (up to ~1e5) times frequencies up to 1
+    "cos": (-1e5, 1e5),
 }
 
 SPECIALS = np.array(
@@ -61,6 +66,10 @@ SPECIALS = np.array(
         0.625,
         1.0 - 2.0**-24,
         4.0,
+        4194304.0,
+        4194304.5,
+        1.5707963705062866,
+        3.1415927410125732,
     ],
     dtype=np.float32,
 )

@@ -17,13 +17,18 @@ Sources of the algorithms (coefficients rounded to float32 once, here):
   x + x*P(x^2); 1 <= |x| < 4: 1 - exp(-x^2) * R(|x| - 2); |x| >= 4: 1.
 - sigmoid: e = exp(-|x|), then 1/(1+e) for x >= 0 and e/(1+e) for x < 0, so no
   overflow and large negative inputs keep their tiny (denormal) values.
+- sin, cos: k = round(|x| * 2/pi), r = |x| - k*pi/2 by Cody-Waite with pi/2 in six
+  12-bit pieces and k split in two (every product exact), the small terms summed
+  error-free into r_hi + r_lo; Cephes ``sinf``/``cosf`` polynomials on
+  [-pi/4, pi/4] with r_lo folded in; quadrant k mod 4 picks polynomial and sign.
+  Accurate for |x| <= 2^22 (``TRIG_INPUT_MAX``); beyond that (and for +-inf) NaN.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from weft.mathf.ops import F, M, Ops
+from weft.mathf.ops import F, M, Ops, U
 
 
 def f32(value: float) -> float:
@@ -82,6 +87,16 @@ ERF_LARGE_POLY = (  # erfc(x)*exp(x^2) in (x - 2) on [1, 4], max error of erfc 2
     0.00547554437071085, -0.015443007461726665, 0.041801568120718, -0.10679778456687927,
     0.2553955912590027,
 )
+
+# sin, cos
+TWO_OVER_PI = f32(0.636619772367581343)
+TRIG_INPUT_MAX = 4194304.0  # 2^22: k < 2^22, so the magic rounding and the exact products hold
+TRIG_K_SPLIT = 4096.0  # k = k_high + k_low, k_high a multiple of 2^12 (< 2^10 of them), |k_low| <= 2^11
+PI_OVER_2_PIECES = tuple(float.fromhex(h) for h in (  # pi/2 as a sum of 12-bit floats (round-to-nearest
+    "0x1.922p+0", "-0x1.2aep-18", "-0x1.deap-31", "0x1.184p-44", "0x1.a62p-58", "0x1.8ccp-72",  # split);
+))  # what is left of pi/2 is 1.6e-26
+SIN_POLY = tuple(f32(c) for c in (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1))  # Cephes sinf
+COS_POLY = tuple(f32(c) for c in (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2))
 # fmt: on
 
 
@@ -209,5 +224,102 @@ def sigmoid(ops: Ops, x: F) -> F:
     return nan_passthrough(ops, x, ops.div(numerator, ops.add(ops.const(1.0), e)))
 
 
-UNARY = {"exp": exp, "log": log, "tanh": tanh, "erf": erf, "sigmoid": sigmoid}
+def two_sum(ops: Ops, a: F, b: F) -> tuple[F, F]:
+    """(s, e) with s = fl(a + b) and s + e = a + b exactly (Knuth; no FMA needed)."""
+    total = ops.add(a, b)
+    b_virtual = ops.sub(total, a)
+    a_virtual = ops.sub(total, b_virtual)
+    error = ops.add(ops.sub(a, a_virtual), ops.sub(b, b_virtual))
+    return total, error
+
+
+def round_to_integer(ops: Ops, x: F) -> F:
+    """x rounded to the nearest integer (ties to even), exact for |x| < 2^22."""
+    return ops.sub(ops.add(x, ops.const(ROUND_MAGIC)), ops.const(ROUND_MAGIC))
+
+
+def reduce_quarter_pi(ops: Ops, a: F) -> tuple[F, F, U]:
+    """For 0 <= a <= 2^22: (r_hi, r_lo, k) with a - k*pi/2 = r_hi + r_lo to ~2^-64 absolute.
+
+    k = round(a * 2/pi) as uint32 bits (only k mod 4 is used). k = k_high + k_low with
+    k_high a multiple of 2^12 below 2^22 (at most 10 significant bits) and |k_low| <= 2^11,
+    and every piece of pi/2 has 12 significant bits, so every product k_part * piece is
+    exact. The two leading subtractions are exact (Sterbenz, or a short multiple of
+    ulp(a)); the rest are summed error-free (two_sum) into r_hi, their errors into r_lo.
+    """
+    magic_sum = ops.add(ops.mul(a, ops.const(TWO_OVER_PI)), ops.const(ROUND_MAGIC))
+    k = ops.sub(magic_sum, ops.const(ROUND_MAGIC))
+    k_int = ops.isub(ops.bits(magic_sum), ops.bits(ops.const(ROUND_MAGIC)))
+    k_high = ops.mul(round_to_integer(ops, ops.mul(k, ops.const(1.0 / TRIG_K_SPLIT))), ops.const(TRIG_K_SPLIT))
+    k_low = ops.sub(k, k_high)
+    first = PI_OVER_2_PIECES[0]
+    r_hi = ops.sub(ops.sub(a, ops.mul(k_high, ops.const(first))), ops.mul(k_low, ops.const(first)))
+    r_lo = ops.const(0.0)
+    for piece in PI_OVER_2_PIECES[1:]:
+        for k_part in (k_high, k_low):
+            r_hi, error = two_sum(ops, r_hi, ops.neg(ops.mul(k_part, ops.const(piece))))
+            r_lo = ops.add(r_lo, error)
+    # fl(a * 2/pi) can be off by up to ~0.25 for a near 2^22, leaving |r| up to ~1.2: one
+    # correction step (adj in {-1, 0, 1}) brings r back into [-pi/4, pi/4]. When adj != 0,
+    # |r| > pi/4 so r - adj*pi/2 needs no more than three pieces, and the first is exact.
+    adjust_sum = ops.add(ops.mul(r_hi, ops.const(TWO_OVER_PI)), ops.const(ROUND_MAGIC))
+    adjust = ops.sub(adjust_sum, ops.const(ROUND_MAGIC))
+    k_int = ops.iadd(k_int, ops.isub(ops.bits(adjust_sum), ops.bits(ops.const(ROUND_MAGIC))))
+    r_hi = ops.sub(r_hi, ops.mul(adjust, ops.const(PI_OVER_2_PIECES[0])))
+    r_hi, error = two_sum(ops, r_hi, ops.neg(ops.mul(adjust, ops.const(PI_OVER_2_PIECES[1]))))
+    r_lo = ops.add(r_lo, ops.sub(error, ops.mul(adjust, ops.const(PI_OVER_2_PIECES[2]))))
+    return r_hi, r_lo, k_int
+
+
+def sin_kernel(ops: Ops, r_hi: F, r_lo: F) -> F:
+    """sin(r_hi + r_lo) for |r_hi| <= ~pi/4, |r_lo| <= ulp(r_hi): r + r^3 P(r^2) + r_lo cos(r)."""
+    z = ops.mul(r_hi, r_hi)
+    odd = ops.mul(ops.mul(r_hi, z), horner(ops, z, SIN_POLY))
+    low = ops.sub(r_lo, ops.mul(ops.mul(ops.const(0.5), z), r_lo))
+    return ops.add(r_hi, ops.add(odd, low))
+
+
+def cos_kernel(ops: Ops, r_hi: F, r_lo: F) -> F:
+    """cos(r_hi + r_lo): 1 - z/2 with its rounding error kept, + z^2 Q(z) - r_hi r_lo."""
+    z = ops.mul(r_hi, r_hi)
+    half_z = ops.mul(ops.const(0.5), z)
+    w = ops.sub(ops.const(1.0), half_z)
+    w_error = ops.sub(ops.sub(ops.const(1.0), w), half_z)  # exact: 1 - w is exact (Sterbenz)
+    tail = ops.sub(ops.mul(ops.mul(z, z), horner(ops, z, COS_POLY)), ops.mul(r_hi, r_lo))
+    return ops.add(w, ops.add(w_error, tail))
+
+
+def _lane_mask(ops: Ops, bit: U) -> M:
+    """True where the uint32 ``bit`` (a single small bit) is set."""
+    return ops.ne(ops.to_float(bit), ops.const(0.0))
+
+
+def sin_or_cos(ops: Ops, x: F, cosine: bool) -> F:
+    """sin(x) or cos(x): quadrant k mod 4 (k + 1 for cos) picks the kernel and the sign."""
+    a = absolute(ops, x)
+    r_hi, r_lo, k_int = reduce_quarter_pi(ops, a)
+    quadrant = ops.iadd(k_int, ops.uconst(1)) if cosine else k_int
+    sine = sin_kernel(ops, r_hi, r_lo)
+    cosine_value = cos_kernel(ops, r_hi, r_lo)
+    magnitude = ops.select(_lane_mask(ops, ops.iand(quadrant, ops.uconst(1))), cosine_value, sine)
+    sign = ops.shl(ops.iand(quadrant, ops.uconst(2)), 30)
+    if not cosine:  # sin is odd
+        sign = ops.ixor(sign, ops.iand(ops.bits(x), ops.uconst(SIGN_BIT)))
+    result = ops.from_bits(ops.ixor(ops.bits(magnitude), sign))
+    out_of_range = ops.gt(a, ops.const(TRIG_INPUT_MAX))  # includes +-inf
+    result = ops.select(out_of_range, ops.from_bits(ops.uconst(QUIET_NAN)), result)
+    return nan_passthrough(ops, x, result)
+
+
+def sin(ops: Ops, x: F) -> F:
+    """Sine: sin(-0) = -0, exact for tiny x; NaN for |x| > 2^22 and +-inf (see TRIG_INPUT_MAX)."""
+    return sin_or_cos(ops, x, cosine=False)
+
+
+def cos(ops: Ops, x: F) -> F:
+    """Cosine: cos(+-0) = 1; NaN for |x| > 2^22 and +-inf (see TRIG_INPUT_MAX)."""
+    return sin_or_cos(ops, x, cosine=True)
+
+
+UNARY = {"exp": exp, "log": log, "tanh": tanh, "erf": erf, "sigmoid": sigmoid, "sin": sin, "cos": cos}
 BINARY = {"max": maximum, "min": minimum}

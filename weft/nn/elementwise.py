@@ -379,6 +379,16 @@ def sigmoid(x: Tensor) -> Tensor:
     return _unary(UnaryOp.SIGMOID, x)
 
 
+def sin(x: Tensor) -> Tensor:
+    """Sine (Weft's float32 ``sin``, within 1 ulp for |x| <= 2^22; NaN beyond, see docs/math.md)."""
+    return _unary(UnaryOp.SIN, x)
+
+
+def cos(x: Tensor) -> Tensor:
+    """Cosine (Weft's float32 ``cos``, within 1 ulp for |x| <= 2^22; NaN beyond, see docs/math.md)."""
+    return _unary(UnaryOp.COS, x)
+
+
 def _f(value: float) -> Const:
     return Const(float(value))
 

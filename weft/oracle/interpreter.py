@@ -122,6 +122,8 @@ NUMPY_UNARY = {
     UnaryOp.TANH: mathf.tanh,
     UnaryOp.ERF: mathf.erf,
     UnaryOp.SIGMOID: mathf.sigmoid,
+    UnaryOp.SIN: mathf.sin,
+    UnaryOp.COS: mathf.cos,
     UnaryOp.NOT: np.logical_not,
 }
 

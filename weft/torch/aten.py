@@ -14,7 +14,12 @@ Semantics where weft.nn differs from ATen, handled here (or refused):
 - ``index.Tensor`` with a negative index wraps (ATen) before the gather.
 - ``bitwise_and`` only on bool (it is ``logical_and`` there); integer bit ops fall back.
 - ``any`` folds ``max`` over the values cast to int32 (weft.nn refuses bool folds).
-- ``cos``/``sin`` and any op not in ``LOWERINGS`` fall back (Weft has no cos/sin yet).
+- ``index_put`` by one 1-D integer index, no accumulate (a static KV cache's write); an
+  index outside the tensor leaves it unchanged where ATen raises.
+- ``convolution``: 2-D (batched or not, any ``groups``) and 1-D (as 2-D of height 1);
+  transposed and 3-D convolution fall back.
+- ``cos``/``sin`` are Weft's own (NaN for |x| > 2^22, where ATen reduces any argument).
+- any op not in ``LOWERINGS`` falls back.
 - zero-size tensors, float16/bfloat16/float64 and complex fall back (the partitioner checks).
 """
 
@@ -26,7 +31,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from weft import nn
-from weft.ir import DType, IndexOf
+from weft.ir import Binary, BinaryOp, Const, DType, IndexOf, Where
 from weft.nn.elementwise import broadcast_read
 from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.nn.views import read_padded
@@ -175,6 +180,7 @@ for _target, _function in {
     aten.rsqrt.default: nn.rsqrt, aten.sqrt.default: nn.sqrt, aten.exp.default: nn.exp,
     aten.log.default: nn.log, aten.tanh.default: nn.tanh, aten.sigmoid.default: nn.sigmoid,
     aten.silu.default: nn.silu, aten.erf.default: nn.erf, aten.relu.default: nn.relu,
+    aten.sin.default: nn.sin, aten.cos.default: nn.cos,
     aten.reciprocal.default: lambda x: nn.div(1.0, x),
 }.items():
     LOWERINGS[_target] = _float_unary(_function)
@@ -424,6 +430,41 @@ def _index(out, x, indices):
     return x.tracer.emit("index", axes, x.read(source), x.dtype)
 
 
+@lowers(aten.index_put.default)
+def _index_put(out, x, indices, values, accumulate=False):
+    """``x`` with ``x[..., index, ...] = values`` along one dim, by one 1-D integer index tensor:
+    the KV-cache write of a static cache (``index_copy_`` at ``cache_position``).
+
+    Two members: ``slot[j]`` = 1 + the last position ``k`` with ``index[k] == j`` (0 where
+    none; a max fold over k, so a repeated index keeps its last value, as ATen's CPU kernel
+    writes in order), then ``out[..., j, ...] = slot[j] ? values[..., slot[j] - 1, ...] :
+    x[..., j, ...]``. Negative indices wrap first; an index outside ``x`` matches no slot
+    (ATen raises there: Weft leaves that row unchanged). ``accumulate=True``, several index
+    tensors and bool masks are refused."""
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if accumulate or len(given) != 1:
+        raise LoweringError(f"index_put with accumulate={accumulate} or {len(given)} index tensors (one, no accumulate)")
+    dim, index = given[0]
+    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim != 1 or not isinstance(values, Tensor):
+        raise LoweringError("index_put by a bool mask or a non 1-D index (one 1-D integer index tensor)")
+    extent, count = x.shape[dim], index.shape[0]
+    target = x.shape[:dim] + (count,) + x.shape[dim + 1:]
+    values = nn.broadcast_to(_as(values, x.dtype), target)
+    kind = index.dtype
+    wrapped = nn.where(nn.less(index, 0), nn.add(index, python_scalar(extent, kind)), index)
+    rows = nn.reshape(arange(0, 1, extent, kind), (extent, 1))
+    hits = nn.where(nn.equal(nn.reshape(wrapped, (1, count)), rows),
+                    nn.reshape(arange(1, 1, count, kind), (1, count)), constant(0, (1, count), kind))
+    slot = nn.max(hits, axis=1)
+    axes = axes_for(tuple(x.shape))
+    position = axis_index(axes)
+    slot_here = slot.read((position[dim],))
+    written = Binary(BinaryOp.GT, slot_here, Const(0, kind))
+    source = Where(written, Binary(BinaryOp.SUB, slot_here, Const(1, kind)), Const(0, kind))
+    from_values = values.read(position[:dim] + (IndexOf(source),) + position[dim + 1:])
+    return x.tracer.emit("index_put", axes, Where(written, from_values, x.read(position)), x.dtype)
+
+
 @lowers(aten.gather.default)
 def _gather(out, x, dim, index, sparse_grad=False):
     """``out[..., i, ...] = x[..., index[..., i, ...], ...]`` along ``dim``. ATen rejects negative
@@ -439,9 +480,24 @@ def _gather(out, x, dim, index, sparse_grad=False):
 
 @lowers(aten.convolution.default)
 def _convolution(out, x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed or groups != 1 or x.ndim != 4:
-        raise LoweringError(f"convolution (transposed={transposed}, groups={groups}, rank {x.ndim})")
-    return nn.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation))
+    """2-D convolution (batched or not, any ``groups``) as ``weft.nn.conv2d``; 1-D as a 2-D one
+    of height 1. ATen's ``convolution`` takes explicit per-side padding (``padding="same"`` is
+    resolved before it, with a ``constant_pad_nd`` where the two sides differ). Transposed
+    convolution and 3-D convolution are refused (the partitioner leaves them to eager)."""
+    if transposed:
+        raise LoweringError("transposed convolution (Weft has no conv_transpose)")
+    if not isinstance(x, Tensor) or not isinstance(weight, Tensor):
+        raise LoweringError("convolution of a non-tensor operand")
+    spatial = weight.ndim - 2
+    if spatial == 2 and x.ndim in (3, 4):
+        return nn.conv2d(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups)
+    if spatial == 1 and x.ndim in (2, 3):
+        batched = x.ndim == 3
+        wide = nn.unsqueeze(x, -2)  # (N, C, 1, L) or (C, 1, L)
+        kernel = nn.unsqueeze(weight, -2)  # (O, C/groups, 1, K)
+        result = nn.conv2d(wide, kernel, bias, (1, stride[0]), (0, padding[0]), (1, dilation[0]), groups)
+        return nn.squeeze(result, -2 if batched else 1)
+    raise LoweringError(f"convolution over {spatial} spatial dims (input rank {x.ndim}): Weft has conv2d only")
 
 
 # ---------------------------------------------------------------- views

@@ -41,6 +41,7 @@ from weft.torch.options import Options
 from weft.torch.partition import (
     VIEW_OPS,
     check_node,
+    drop_identity_casts,
     is_empty,
     is_tensor_op,
     node_values,
@@ -111,6 +112,8 @@ class PlanCall:
         self._views: dict[int, tuple[tuple, np.ndarray]] = {}
 
     def _array(self, position: int, tensor: torch.Tensor) -> np.ndarray:
+        if tensor.dtype is torch.float64 and tensor.ndim == 0:  # a dynamo scalar: the plan's float32 input
+            return np.asarray(tensor.item(), dtype=np.float32)
         key = (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
         bound = self._views.get(position)
         if bound is not None and bound[0] == key:
@@ -145,6 +148,7 @@ def specialize(gm: fx.GraphModule, args: Sequence[object], options: Options,
     """A copy of ``gm`` whose supported partitions run as compiled Weft plans."""
     graph = copy.deepcopy(gm)
     values = node_values(graph, args)
+    drop_identity_casts(graph.graph, values)
     report = GraphReport(signature_of(args))
     supported: set[str] = set()
     for node in graph.graph.nodes:

@@ -87,6 +87,39 @@ def _tensors_ok(value: object, allow_empty: bool = False) -> bool:
     return True
 
 
+CONVERT = torch.ops.prims.convert_element_type.default
+
+
+def is_float64_scalar(value: object) -> bool:
+    """A 0-d float64 tensor: what dynamo passes for a Python float it made symbolic
+    (``dynamic=True``), e.g. a rotary ``attention_scaling`` or an attention scale."""
+    return isinstance(value, torch.Tensor) and value.dtype is torch.float64 and value.ndim == 0
+
+
+def _scalar_cast_in(node: fx.Node, values: dict[fx.Node, object]) -> bool:
+    """``convert_element_type(s, float32)`` of a 0-d float64 ``s``: the plan takes ``s`` as a
+    float32 input, rounded at the boundary (``PlanCall``), which is exactly this cast."""
+    return (node.target is CONVERT and len(node.all_input_nodes) == 1
+            and is_float64_scalar(values.get(node.all_input_nodes[0]))
+            and getattr(values.get(node), "dtype", None) is torch.float32)
+
+
+def drop_identity_casts(graph: fx.Graph, values: dict[fx.Node, object]) -> None:
+    """Remove ``convert_element_type(x, x.dtype)`` (a no-op): dynamo's float64 scalars pass
+    through one before the cast to float32 that Weft can take over. A cast the graph returns
+    stays (its result is a new tensor, never the input: aot_autograd relies on that)."""
+    for node in list(graph.nodes):
+        if any(user.op == "output" for user in node.users):
+            continue
+        if node.target is CONVERT and node.args and isinstance(node.args[0], fx.Node):
+            source = values.get(node.args[0])
+            result = values.get(node)
+            if (isinstance(source, torch.Tensor) and isinstance(result, torch.Tensor)
+                    and source.dtype is result.dtype and source.shape == result.shape):
+                node.replace_all_uses_with(node.args[0])
+                graph.erase_node(node)
+
+
 def _unfit(values: dict[fx.Node, object], nodes: Sequence[fx.Node]) -> str:
     """Why the tensors of a node do not fit Weft: the first dtype, device or empty one."""
     for node in nodes:
@@ -117,7 +150,9 @@ def check_node(node: fx.Node, values: dict[fx.Node, object]) -> Verdict:
         return Verdict(False, "no lowering")
     inputs = [n for n in node.all_input_nodes]
     concat = node.target is torch.ops.aten.cat.default
-    if not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n), concat) for n in inputs):
+    if _scalar_cast_in(node, values):
+        pass
+    elif not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n), concat) for n in inputs):
         return Verdict(False, _unfit(values, [node, *inputs]))
     if node.target is operator.getitem:
         return Verdict(True)
@@ -183,7 +218,8 @@ def trace_nodes(nodes: Sequence[fx.Node], values: dict[fx.Node, object],
     """One Plan computing ``outputs`` (default: the last node) from the partition's inputs."""
     inputs = partition_inputs(nodes, values)
     wanted = list(outputs) if outputs is not None else [nodes[-1]]
-    specs = [nn.spec(tuple(values[n].shape), weft_dtype(values[n].dtype, n.name), param=n in params)
+    specs = [nn.spec((), "float32") if is_float64_scalar(values[n])  # cast at the boundary (PlanCall)
+             else nn.spec(tuple(values[n].shape), weft_dtype(values[n].dtype, n.name), param=n in params)
              for n in inputs]
 
     def run(*tensors):
