@@ -61,10 +61,11 @@ def race_contenders(pricing, config: Config, target: Target):
     and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
     and bound to the same random inputs, as {"unfused": run, "fused": run}."""
     from weft.compose.partition import Partition
+    from weft.decide.library import admissions
     from weft.decide.race import RaceInputs
     from weft.lower.fused import region_tiling
 
-    def contenders_of(region, form: str, tiling, budget):
+    def contenders_of(region, form: str, tiling, budget, names=("unfused", "fused")):
         sub = pricing.subplan(region)
         inputs = RaceInputs().for_plan(sub)
         tilings = {}
@@ -73,10 +74,20 @@ def race_contenders(pricing, config: Config, target: Target):
             tilings[region.anchor] = region_tiling(sub, region, size, primary)
         partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
         online = online_lowering_for(config.contract) if form == "one pass" else None
+
+        def lowered_as(name: str):
+            if name == "unfused":
+                return lower_plan(sub, None, target)
+            if name == "fused":
+                return lower_partition(sub, partition, target, online_lowering=online, tilings=tilings)
+            body = name.split(":", 1)[1]
+            match = next((m for b, m in admissions(sub, region.members, config.contract) if b.name == body), None)
+            return None if match is None else lower_partition(sub, partition, target, bodies={region.anchor: match})
+
         contenders = {}
-        for name, lowered in (("unfused", lower_plan(sub, None, target)),
-                              ("fused", lower_partition(sub, partition, target, online_lowering=online, tilings=tilings))):
-            if budget.left() <= 0:
+        for name in names:
+            lowered = lowered_as(name)
+            if budget.left() <= 0 or lowered is None:
                 return None
             arena = plan_arena(sub, lowered)
             artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)

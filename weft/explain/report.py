@@ -288,5 +288,7 @@ def format_lowering(lowered) -> str:
             parts.append("one pass (rescaled)")
         if "GemmCall" in kinds:
             parts.append("BLAS")
+        if "LibraryCall" in kinds:
+            parts.append("library body " + ", ".join(nest.body for nest in function.nests))
         lines.append("  " + "; ".join(parts))
     return "\n".join(lines)
