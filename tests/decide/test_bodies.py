@@ -178,3 +178,15 @@ def test_a_thin_margin_races_the_body_against_its_runner_up(cache):
     assert "library:fused adam" in medians and len(medians) == 2
     assert raced[0].choice in medians or raced[0].race["kept_model"]
     assert_strict_equal(compiled(*inputs), run(plan, *inputs), "raced adam")
+
+
+def test_adam_streaming_stores_keep_the_oracle_bytes_at_any_alignment(cache):
+    size = 1_100_003  # outputs over STREAMING_MIN_BYTES: the non-temporal store path
+    plan, inputs = _adam_plan(size), _adam_inputs(size, seed=2)
+    compiled = weft.compile(plan, "strict", threads=2, fusion="matchers")
+    assert [call.streaming for call in _library_calls(compiled)] == [True]
+    want = run(plan, *inputs)
+    assert_strict_equal(compiled(*inputs), want, "streaming, fresh outputs")
+    for shifts in ((1, 1, 1), (0, 1, 2)):  # one shared misalignment (a scalar head), then mixed (no streaming)
+        outs = tuple(np.empty(size + 3, np.float32)[shift:shift + size] for shift in shifts)
+        assert_strict_equal(compiled(*inputs, out=outs), want, f"streaming, outputs shifted by {shifts}")

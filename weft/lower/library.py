@@ -22,6 +22,10 @@ LIBRARY_CHUNK = 16384
 """Elements per work item of an elementwise body (64 KiB per stream: several work items per
 core at any size worth threading, each streaming through L1/L2)."""
 
+STREAMING_MIN_BYTES = 4 * 1024 * 1024
+"""Output buffers at least this large are written with streaming (non-temporal) stores: they
+cannot stay in cache for a reader anyway, and a streamed line skips its read for ownership."""
+
 LIBRARY_BODIES = ("fused adam",)
 """The bodies this lowering (and ``weft.codegen.library``) can emit."""
 
@@ -38,6 +42,7 @@ class LibraryCall:
     elements: int
     chunk: int
     parallel: bool
+    streaming: bool = False  # outputs written past the caches (non-temporal stores)
 
     @property
     def name(self) -> str:
@@ -52,7 +57,8 @@ class LibraryCall:
     def describe(self) -> str:
         items = -(-self.elements // self.chunk)
         return (f"{self.kernel.output}: library body {self.body} over {self.elements:,} elements,"
-                f" {items} work items of {self.chunk}; {'parallel' if self.parallel else 'serial'}")
+                f" {items} work items of {self.chunk}; {'parallel' if self.parallel else 'serial'}"
+                + ("; streaming stores" if self.streaming else ""))
 
 
 def library_function_name(anchor: str, body: str, taken: set[str]) -> str:
@@ -76,6 +82,7 @@ def lower_library(plan: Plan, members: tuple[str, ...], match, views: dict[str, 
         elements=elements,
         chunk=LIBRARY_CHUNK,
         parallel=elements >= 2 * LIBRARY_CHUNK,
+        streaming=elements * 4 >= STREAMING_MIN_BYTES,
     )
     params: dict[str, BufferView] = {}
     for _, view in call.views:
