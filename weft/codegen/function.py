@@ -45,7 +45,7 @@ def render_function(function: LoweredFunction) -> str:
         elif isinstance(nest, ContractionNest):
             render_contraction(nest, lines, indent, counter)
         elif isinstance(nest, LibraryCall):
-            render_library(nest, lines, indent)
+            render_library(nest, lines, indent, counter)
         else:
             raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
     if function.tile_loop is not None:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from weft.codegen.body import c_literal
+from weft.codegen.body import Counter, c_literal
+from weft.codegen.contraction import render_contraction
 from weft.ir import DType
 from weft.lower.library import LibraryCall
 
@@ -85,11 +86,94 @@ def _adam(call: LibraryCall, pad: str) -> list[str]:
     return lines
 
 
+def _cross_entropy(call: LibraryCall, lines: list[str], indent: int, counter) -> None:
+    """Per block of rows (the parallel work item): vocabulary chunks of logits into
+    ``wf_chunk`` (the packed microkernel, or plain dot products for small chunks), then per
+    row an online max and rescaled sum over the chunk and the target's logit if it lies
+    there; at the end loss = log(sum) + max - logit[target] (0 for an ignored target, a bad
+    gather for one out of range)."""
+    from weft.lower.library import CE_CHUNK_POINTER, CE_COLUMN_VARIABLE, CE_ROW_VARIABLE
+
+    pad = "    " * indent
+    hidden, weight, targets, loss = (call.view(role) for role in ("hidden", "weight", "targets", "loss"))
+    rows, classes, dim = (int(call.constant(name)) for name in ("rows", "classes", "dim"))
+    ignore = call.constant("ignore")
+    block, chunk = call.row_block, call.vocab_chunk
+    h, w, t, out = hidden.pointer, weight.pointer, targets.pointer, loss.pointer
+    (hs0, hs1), (ws0, ws1) = hidden.strides, weight.strides
+    emit = lines.append
+    emit(f"{pad}/* member {call.kernel.output}: library body {call.body} (rows {rows}, vocabulary {classes},"
+         f" dim {dim}; blocks of {block} rows, chunks of {chunk}) */")
+    if call.parallel:
+        emit(f"{pad}#pragma omp parallel for schedule(dynamic, 1)")
+    emit(f"{pad}for (long {CE_ROW_VARIABLE} = 0; {CE_ROW_VARIABLE} < {rows}; {CE_ROW_VARIABLE} += {block}) {{")
+    inner = pad + "    "
+    emit(f"{inner}const long wf_rows = wfc_minl({block}, {rows} - {CE_ROW_VARIABLE});")
+    emit(f"{inner}float wf_max[{block}], wf_sum[{block}], wf_pick[{block}];")
+    emit(f"{inner}for (long wf_r = 0; wf_r < {block}; wf_r++) {{ wf_max[wf_r] = -__builtin_inff();"
+         " wf_sum[wf_r] = 0.0f; wf_pick[wf_r] = 0.0f; }")
+    emit(f"{inner}float *{CE_CHUNK_POINTER} = (float *)aligned_alloc(64, {block * chunk * 4});")
+    emit(f"{inner}for (long {CE_COLUMN_VARIABLE} = 0; {CE_COLUMN_VARIABLE} < {classes};"
+         f" {CE_COLUMN_VARIABLE} += {chunk}) {{")
+    body = inner + "    "
+    emit(f"{body}const long wf_cols = wfc_minl({chunk}, {classes} - {CE_COLUMN_VARIABLE});")
+    for number, (nest_rows, nest_columns, nest) in enumerate(call.chunk_nests):
+        keyword = "if" if number == 0 else "} else if"
+        emit(f"{body}{keyword} (wf_rows == {nest_rows} && wf_cols == {nest_columns}) {{")
+        if nest is not None:
+            render_contraction(nest, lines, indent + 3, counter)
+        else:
+            deep = body + "    "
+            emit(f"{deep}for (long wf_r = 0; wf_r < {nest_rows}; wf_r++)")
+            emit(f"{deep}    for (long wf_c = 0; wf_c < {nest_columns}; wf_c++) {{")
+            emit(f"{deep}        const float *wf_hr = {h} + ({CE_ROW_VARIABLE} + wf_r) * {hs0};")
+            emit(f"{deep}        const float *wf_wr = {w} + ({CE_COLUMN_VARIABLE} + wf_c) * {ws0};")
+            emit(f"{deep}        float wf_acc = 0.0f;")
+            emit(f"{deep}        #pragma omp simd reduction(+:wf_acc)")
+            emit(f"{deep}        for (long wf_k = 0; wf_k < {dim}; wf_k++) wf_acc += wf_hr[wf_k * {hs1}]"
+                 f" * wf_wr[wf_k * {ws1}];")
+            emit(f"{deep}        {CE_CHUNK_POINTER}[wf_r * {nest_columns} + wf_c] = wf_acc;")
+            emit(f"{deep}    }}")
+    emit(f"{body}}}")
+    emit(f"{body}for (long wf_r = 0; wf_r < wf_rows; wf_r++) {{")
+    row = body + "    "
+    emit(f"{row}const float *wf_row = {CE_CHUNK_POINTER} + wf_r * wf_cols;")
+    emit(f"{row}float wf_top = wf_max[wf_r];")
+    emit(f"{row}#pragma omp simd reduction(max:wf_top)")
+    emit(f"{row}for (long wf_c = 0; wf_c < wf_cols; wf_c++) wf_top = wf_row[wf_c] > wf_top ? wf_row[wf_c] : wf_top;")
+    emit(f"{row}float wf_part = 0.0f;")
+    emit(f"{row}#pragma omp simd reduction(+:wf_part)")
+    emit(f"{row}for (long wf_c = 0; wf_c < wf_cols; wf_c++) wf_part += wf_exp_s(wf_row[wf_c] - wf_top);")
+    emit(f"{row}wf_sum[wf_r] = (wf_max[wf_r] == -__builtin_inff() ? 0.0f : wf_sum[wf_r] * wf_exp_s(wf_max[wf_r]"
+         " - wf_top)) + wf_part;")
+    emit(f"{row}wf_max[wf_r] = wf_top;")
+    emit(f"{row}const long wf_target = (long){t}[({CE_ROW_VARIABLE} + wf_r) * {targets.strides[0]}];")
+    emit(f"{row}if (wf_target >= {CE_COLUMN_VARIABLE} && wf_target < {CE_COLUMN_VARIABLE} + wf_cols)"
+         f" wf_pick[wf_r] = wf_row[wf_target - {CE_COLUMN_VARIABLE}];")
+    emit(f"{body}}}")
+    emit(f"{inner}}}")
+    emit(f"{inner}free({CE_CHUNK_POINTER});")
+    emit(f"{inner}for (long wf_r = 0; wf_r < wf_rows; wf_r++) {{")
+    emit(f"{inner}    const long wf_target = (long){t}[({CE_ROW_VARIABLE} + wf_r) * {targets.strides[0]}];")
+    emit(f"{inner}    float wf_loss = (wf_log_s(wf_sum[wf_r]) + wf_max[wf_r]) - wf_pick[wf_r];")
+    if ignore == ignore:  # an ignore index (NaN: none)
+        emit(f"{inner}    if (wf_target == {int(ignore)}L) wf_loss = 0.0f;")
+        emit(f"{inner}    else if (wf_target < 0 || wf_target >= {classes}) wf_bad_gather = 1;")
+    else:
+        emit(f"{inner}    if (wf_target < 0 || wf_target >= {classes}) wf_bad_gather = 1;")
+    emit(f"{inner}    {out}[({CE_ROW_VARIABLE} + wf_r) * {loss.strides[0]}] = wf_loss;")
+    emit(f"{inner}}}")
+    emit(f"{pad}}}")
+
+
 WRITERS: dict[str, Callable[[LibraryCall, str], list[str]]] = {"fused adam": _adam}
 
 
-def render_library(call: LibraryCall, lines: list[str], indent: int) -> None:
+def render_library(call: LibraryCall, lines: list[str], indent: int, counter=None) -> None:
     """The body's C: a (parallel) loop over work items of ``call.chunk`` elements."""
+    if call.body == "chunked cross-entropy":
+        _cross_entropy(call, lines, indent, counter if counter is not None else Counter())
+        return
     writer = WRITERS.get(call.body)
     if writer is None:
         raise TypeError(f"no C writer for library body {call.body!r}")

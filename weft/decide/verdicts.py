@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from weft.compose.priced import PRICED_MARGIN
 from weft.cost.bridge import buffer_order
 from weft.cost.distance import region_homes
-from weft.decide.library import admissions
+from weft.decide.library import admissions, proposed_regions
 from weft.decide.race import RaceBudget, RaceOutcome, run_race
 from weft.decide.record import Decision, DecisionRecord, RecordKey, context_digest
 
@@ -163,6 +163,7 @@ class DecidedPricing:
         self.contenders = contenders
         self.decide_report = DecideReport()
         self.memo: dict[RecordKey, DecidedVerdict] = {}
+        self.proposed: set[tuple[str, ...]] = set()
 
     @property
     def report(self):
@@ -195,12 +196,38 @@ class DecidedPricing:
             self.pricing.survey(fresh)
         self._count()
 
+    def proposals(self, anchor: str, available: frozenset[str]) -> tuple:
+        """Regions library bodies propose for ``anchor`` (``weft.compose.priced`` prices them
+        beside the grown candidates): only a body lowers them fused."""
+        plan = getattr(self.pricing, "plan", None)
+        if plan is None:
+            return ()
+        found = proposed_regions(plan, anchor, available, self.key_base["contract"])
+        self.proposed.update(region.members for region in found)
+        return found
+
+    def _price_proposed(self, region):
+        """A proposed region's verdict: its members unfused (no generic fused form exists)."""
+        from weft.cost.search import BudgetExhausted, RegionPrice, unfused_price
+
+        pricing = self.pricing
+        try:
+            lowering = pricing.region_lowering(region)
+            unfused = unfused_price(lowering, pricing.pricer.numbers, pricing.budget)
+        except BudgetExhausted as error:
+            return RegionPrice(pricing.signature(region), "budget", reason=str(error))
+        return RegionPrice(lowering.signature, "unlowerable", unfused=unfused,
+                           reason="proposed by a library body: only the body lowers it fused")
+
     def verdict(self, region):
         known = self.recorded(region)
         if known is not None:
             return known
         key = self.key(region)
-        priced = self.pricing.verdict(region)
+        if region.members in self.proposed:
+            priced = self._price_proposed(region)
+        else:
+            priced = self.pricing.verdict(region)
         self._count()
         if priced.status == "budget":
             # another compile may have decided it meanwhile: its verdict keeps the plans equal

@@ -529,7 +529,7 @@ def _tiling_form(plan: Plan, region: FusedRegion, tiling: Tiling | None) -> tupl
 def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None, body=None) -> LoweredFunction:
     function = None
     if body is not None and region.is_fused:
-        function = lower_library(plan, region.members, body, views, taken)
+        function = lower_library(plan, region.members, body, views, taken, target.lanes, region.private)
     if function is None and region.is_fused and target.microkernel:  # a contraction and its elementwise tail
         function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
                                             target.contract, PARALLEL_MIN_WORK,

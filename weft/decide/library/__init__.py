@@ -4,6 +4,13 @@ matcher recognises *which* body applies and under which contracts); the price de
 """
 
 from weft.decide.library.adam import LibraryMatch
-from weft.decide.library.matchers import BODIES, Body, admissions, admitted_bodies, body_named
+from weft.decide.library.matchers import (
+    BODIES,
+    Body,
+    admissions,
+    admitted_bodies,
+    body_named,
+    proposed_regions,
+)
 
-__all__ = ["BODIES", "Body", "LibraryMatch", "admissions", "admitted_bodies", "body_named"]
+__all__ = ["BODIES", "Body", "LibraryMatch", "admissions", "admitted_bodies", "body_named", "proposed_regions"]

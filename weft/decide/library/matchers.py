@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from weft.decide.library.adam import LibraryMatch, match_adam, price_adam
+from weft.decide.library.cross_entropy import match_cross_entropy, price_cross_entropy, propose_cross_entropy
 from weft.ir import Binary, Plan, Unary, walk_expr
 
 
@@ -37,6 +38,7 @@ class Body:
     note: str
     match: Callable[[Plan, tuple[str, ...]], LibraryMatch | None] | None = None
     price: Callable[[LibraryMatch, object], float] | None = None
+    propose: Callable | None = None  # (plan, anchor, available) -> a region growth cannot offer, or None
 
     @property
     def built(self) -> bool:
@@ -53,6 +55,9 @@ BODIES = (
     Body("fused adam", "adam", ("strict", "inference"), False,
          "one pass: p, g, m, v read once, p', m', v' written once, vectorised, parallel chunks",
          match_adam, price_adam),
+    Body("chunked cross-entropy", "cross-entropy", ("inference",), True,
+         "projection and loss per vocabulary chunk, online max and sum: the (N, V) logits never exist",
+         match_cross_entropy, price_cross_entropy, propose_cross_entropy),
 )
 
 
@@ -115,6 +120,18 @@ def admissions(plan: Plan, members: tuple[str, ...], contract: str) -> tuple[tup
             match = body.match(plan, members)
             if match is not None:
                 found.append((body, match))
+    return tuple(found)
+
+
+def proposed_regions(plan: Plan, anchor: str, available: frozenset[str], contract: str) -> tuple:
+    """Regions built bodies propose for ``anchor`` that growth cannot offer (each then needs
+    its matcher's admission like any other candidate)."""
+    found = []
+    for body in BODIES:
+        if body.propose is not None and contract in body.contracts:
+            region = body.propose(plan, anchor, available)
+            if region is not None and all(region.members != other.members for other in found):
+                found.append(region)
     return tuple(found)
 
 
