@@ -166,7 +166,61 @@ def _cross_entropy(call: LibraryCall, lines: list[str], indent: int, counter) ->
     emit(f"{pad}}}")
 
 
-WRITERS: dict[str, Callable[[LibraryCall, str], list[str]]] = {"fused adam": _adam}
+def _layer_norm(call: LibraryCall, pad: str) -> list[str]:
+    """One row per iteration of the work-item loop (``call.chunk`` = 1 row per step of
+    ``wf_start``): Welford per lane over the full vectors, Chan's merge of the lanes, a
+    scalar Welford tail, then the output from the (cached) row."""
+    rows, dim = int(call.constant("rows")), int(call.constant("dim"))
+    shrink, epsilon = _float(call.constant("shrink")), _float(call.constant("epsilon"))
+    x, out = call.view("x").pointer, call.view("out").pointer
+    roles = dict(call.views)
+    full = dim // 16 * 16
+    value = f"((wf_xr[wf_j] - wf_mean) * {shrink}) * wf_inv"
+    if "weight" in roles:
+        value = f"{value} * {roles['weight'].pointer}[wf_j]"
+    if "bias" in roles:
+        value = f"{value} + {roles['bias'].pointer}[wf_j]"
+    del rows
+    return [
+        f"{pad}    typedef float wf_v16 __attribute__((vector_size(64)));",
+        f"{pad}    const float *wf_xr = {x} + wf_start * {dim};",
+        f"{pad}    float *wf_yr = {out} + wf_start * {dim};",
+        f"{pad}    float wf_mean = 0.0f, wf_m2 = 0.0f;",
+        f"{pad}    long wf_n = 0;",
+        f"{pad}    if ({full} > 0) {{",
+        f"{pad}        wf_v16 wf_mv = {{0}}, wf_m2v = {{0}};",
+        f"{pad}        long wf_k = 0;",
+        f"{pad}        for (long wf_j = 0; wf_j < {full}; wf_j += 16) {{",
+        f"{pad}            wf_v16 wf_v;",
+        f"{pad}            __builtin_memcpy(&wf_v, wf_xr + wf_j, 64);",
+        f"{pad}            wf_k++;",
+        f"{pad}            const float wf_rk = 1.0f / (float)wf_k;",
+        f"{pad}            wf_v16 wf_d = wf_v - wf_mv;",
+        f"{pad}            wf_mv += wf_d * wf_rk;",
+        f"{pad}            wf_m2v += wf_d * (wf_v - wf_mv);",
+        f"{pad}        }}",
+        f"{pad}        for (int wf_l = 0; wf_l < 16; wf_l++) wf_mean += wf_mv[wf_l];",
+        f"{pad}        wf_mean *= 1.0f / 16.0f;",
+        f"{pad}        for (int wf_l = 0; wf_l < 16; wf_l++) {{",
+        f"{pad}            const float wf_e = wf_mv[wf_l] - wf_mean;",
+        f"{pad}            wf_m2 += wf_m2v[wf_l] + (float)wf_k * wf_e * wf_e;",
+        f"{pad}        }}",
+        f"{pad}        wf_n = {full};",
+        f"{pad}    }}",
+        f"{pad}    for (long wf_j = {full}; wf_j < {dim}; wf_j++) {{",
+        f"{pad}        wf_n++;",
+        f"{pad}        const float wf_d = wf_xr[wf_j] - wf_mean;",
+        f"{pad}        wf_mean += wf_d / (float)wf_n;",
+        f"{pad}        wf_m2 += wf_d * (wf_xr[wf_j] - wf_mean);",
+        f"{pad}    }}",
+        f"{pad}    const float wf_var = (wf_m2 * (1.0f / {dim}.0f)) * {shrink} * {shrink};",
+        f"{pad}    const float wf_inv = 1.0f / __builtin_sqrtf(wf_var + {epsilon});",
+        f"{pad}    #pragma omp simd",
+        f"{pad}    for (long wf_j = 0; wf_j < {dim}; wf_j++) wf_yr[wf_j] = {value};",
+    ]
+
+
+WRITERS: dict[str, Callable[[LibraryCall, str], list[str]]] = {"fused adam": _adam, "welford layer norm": _layer_norm}
 
 
 def render_library(call: LibraryCall, lines: list[str], indent: int, counter=None) -> None:
@@ -181,6 +235,7 @@ def render_library(call: LibraryCall, lines: list[str], indent: int, counter=Non
     lines.append(f"{pad}/* member {call.kernel.output}: library body {call.body} */")
     if call.parallel:
         lines.append(f"{pad}#pragma omp parallel for schedule(static)")
-    lines.append(f"{pad}for (long wf_start = 0; wf_start < {call.elements}; wf_start += {call.chunk}) {{")
+    steps = int(call.constant("rows")) if call.body == "welford layer norm" else call.elements
+    lines.append(f"{pad}for (long wf_start = 0; wf_start < {steps}; wf_start += {call.chunk}) {{")
     lines += writer(call, pad)
     lines.append(f"{pad}}}")

@@ -31,7 +31,7 @@ STREAMING_MIN_BYTES = 4 * 1024 * 1024
 """Output buffers at least this large are written with streaming (non-temporal) stores: they
 cannot stay in cache for a reader anyway, and a streamed line skips its read for ownership."""
 
-LIBRARY_BODIES = ("fused adam", "chunked cross-entropy")
+LIBRARY_BODIES = ("fused adam", "chunked cross-entropy", "welford layer norm")
 """The bodies this lowering (and ``weft.codegen.library``) can emit."""
 
 
@@ -105,6 +105,17 @@ def lower_library(plan: Plan, members: tuple[str, ...], match, views: dict[str, 
         return LoweredFunction(name=library_function_name(members[-1], match.body, taken), members=members,
                                nests=(call,), params=tuple(view for _, view in call.views), private=private)
     elements = math.prod(match.shape)
+    if match.body == "welford layer norm":  # one row per step of the work-item loop
+        if any(views[buffer].offsets != (0,) * len(views[buffer].offsets) for _, buffer in match.roles):
+            return None
+        rows = match.shape[0]
+        call = LibraryCall(body=match.body, kernel=plan.kernel(members[-1]),
+                           views=tuple((role, views[buffer]) for role, buffer in match.roles),
+                           constants=tuple(match.constants), elements=elements, chunk=1,
+                           parallel=rows > 1 and elements >= 2 * LIBRARY_CHUNK)
+        params = dict.fromkeys(view for _, view in call.views)
+        return LoweredFunction(name=library_function_name(members[-1], match.body, taken), members=members,
+                               nests=(call,), params=tuple(params), private=private)
     call = LibraryCall(
         body=match.body,
         kernel=plan.kernel(members[-1]),

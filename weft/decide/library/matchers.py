@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from weft.decide.library.adam import LibraryMatch, match_adam, price_adam
 from weft.decide.library.cross_entropy import match_cross_entropy, price_cross_entropy, propose_cross_entropy
+from weft.decide.library.norm import match_layer_norm, price_layer_norm
 from weft.ir import Binary, Plan, Unary, walk_expr
 
 
@@ -58,6 +59,9 @@ BODIES = (
     Body("chunked cross-entropy", "cross-entropy", ("inference",), True,
          "projection and loss per vocabulary chunk, online max and sum: the (N, V) logits never exist",
          match_cross_entropy, price_cross_entropy, propose_cross_entropy),
+    Body("welford layer norm", "norm", ("inference",), True,
+         "one read of each row for mean and variance (Welford per lane, Chan's merge), the output from cache",
+         match_layer_norm, price_layer_norm),
 )
 
 
