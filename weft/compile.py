@@ -26,7 +26,7 @@ from weft.arguments import arrange_inputs, bind_params, describe_value
 from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
-from weft.codegen.runner import render_source
+from weft.codegen.runner import batch_prefix, render_batch, render_source
 from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.errors import CompileError, ConfigError, InputError, WeftError
 from weft.fuse import (
@@ -57,9 +57,11 @@ def compiler_identity(cc: str) -> str:
 
 
 def race_contenders(pricing, config: Config, target: Target):
-    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
-    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
-    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): the two contenders ``names``
+    (the members unfused, the fused form in the tiling the model chose, a library body
+    ``library:NAME``), each lowered on the region's own sub-plan, rendered together into one
+    C translation unit (one compiler run per race) and bound to the same random inputs, as
+    {name: run}."""
     from weft.compose.partition import Partition
     from weft.decide.library import admissions
     from weft.decide.race import RaceInputs
@@ -84,15 +86,18 @@ def race_contenders(pricing, config: Config, target: Target):
             match = next((m for b, m in admissions(sub, region.members, config.contract) if b.name == body), None)
             return None if match is None else lower_partition(sub, partition, target, bodies={region.anchor: match})
 
-        contenders = {}
+        built = []
         for name in names:
             lowered = lowered_as(name)
             if budget.left() <= 0 or lowered is None:
                 return None
-            arena = plan_arena(sub, lowered)
-            artifact = build(render_source(sub, lowered, arena), config.cc, config.cache_dir, config.contract)
-            contenders[name] = CompiledPlan(sub, config, lowered, arena, artifact).prepare(*inputs)
-        return contenders
+            built.append((name, lowered, plan_arena(sub, lowered)))
+        # every contender in one translation unit: one compiler run per race
+        source = render_batch([(sub, lowered, arena) for _, lowered, arena in built])
+        artifact = build(source, config.cc, config.cache_dir, config.contract)
+        return {name: CompiledPlan(sub, config, lowered, arena, artifact,
+                                   entry_prefix=batch_prefix(number)).prepare(*inputs)
+                for number, (name, lowered, arena) in enumerate(built)}
 
     return contenders_of
 
@@ -211,7 +216,7 @@ class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
     def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
-                 params: dict[str, np.ndarray] | None = None) -> None:
+                 params: dict[str, np.ndarray] | None = None, entry_prefix: str = "wf_") -> None:
         self.plan = plan
         self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
@@ -251,7 +256,7 @@ class CompiledPlan:
         self.partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
-        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
+        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions), entry_prefix)
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
 

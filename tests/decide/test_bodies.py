@@ -190,3 +190,26 @@ def test_adam_streaming_stores_keep_the_oracle_bytes_at_any_alignment(cache):
     for shifts in ((1, 1, 1), (0, 1, 2)):  # one shared misalignment (a scalar head), then mixed (no streaming)
         outs = tuple(np.empty(size + 3, np.float32)[shift:shift + size] for shift in shifts)
         assert_strict_equal(compiled(*inputs, out=outs), want, f"streaming, outputs shifted by {shifts}")
+
+
+def test_a_race_compiles_its_contenders_in_one_translation_unit(cache, monkeypatch):
+    import sys
+
+    compile_module = sys.modules["weft.compile"]  # the module (weft.compile is also the function)
+    sources = []
+    real_build = compile_module.build
+
+    def counting_build(source, *args, **kwargs):
+        sources.append(source)
+        return real_build(source, *args, **kwargs)
+
+    monkeypatch.setattr(compile_module, "build", counting_build)
+    plan, inputs = _adam_plan(size=20_000), _adam_inputs(20_000, seed=3)
+    config = config_from_env(contract="strict", threads=1, fusion="priced", race_margin=10.0, race_share=1.0,
+                             budget_s=20.0)
+    compiled = weft.compile(plan, config=config)
+    raced = [row for row in DecisionRecord.in_cache(cache).all() if row.source == "race"]
+    assert raced and len(sources) == len(raced) + 1  # one C compile per race, one for the plan
+    batches = [source for source in sources if "Weft batch of 2 plans" in source]
+    assert len(batches) == len(raced) and all("wf_c0_run(" in s and "wf_c1_run(" in s for s in batches)
+    assert_strict_equal(compiled(*inputs), run(plan, *inputs), "after batched races")
