@@ -433,12 +433,14 @@ class CompiledPlan:
         return "\n".join(lines)
 
     def memory_bytes(self) -> int:
-        """Arena, tile-local scratch (per thread) and outputs, in bytes."""
+        """Arena, tile-local scratch (per thread, library bodies' included) and outputs, in bytes."""
         scratch = 0
         for function in self.lowered.functions:
             per_thread = sum(s.elements * s.dtype.itemsize for s in function.scratch)
             threads = self.config.threads if function.tile_loop and function.tile_loop.parallel else 1
             scratch += per_thread * threads
+            for nest in function.nests:  # a library body's own scratch, per work item running at once
+                scratch += getattr(nest, "scratch_bytes", 0) * (self.config.threads if nest.parallel else 1)
         outputs = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self._output_specs)
         return self.arena_bytes + scratch + outputs
 

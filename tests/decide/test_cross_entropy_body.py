@@ -98,6 +98,8 @@ def test_extra_memory_is_under_five_percent_of_the_logits_at_the_workloads_size(
     (call,) = _calls(compiled)
     logits_bytes = params["tokens"] * params["vocab"] * 4
     assert compiled.arena_bytes + threads * call.scratch_bytes < 0.05 * logits_bytes
+    output = 4  # the mean loss
+    assert compiled.memory_bytes() == compiled.arena_bytes + threads * call.scratch_bytes + output
 
 
 def test_priced_explains_the_body_with_its_price(cache):
