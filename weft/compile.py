@@ -21,7 +21,6 @@ import contextlib
 import ctypes
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from weft.arguments import arrange_inputs, bind_params, describe_value
 from weft.codegen.cpu import cpu_features, cpu_model, lanes_for
 from weft.codegen.driver import build
 from weft.codegen.prelude import uses_reference_math
-from weft.codegen.runner import render_source
+from weft.codegen.runner import batch_prefix, render_batch, render_source
 from weft.config import DEFAULT_FUSION, Config, config_from_env
 from weft.decide.verdicts import DecideReport
 from weft.errors import CompileError, ConfigError, InputError, WeftError
@@ -64,14 +63,17 @@ def compiler_identity(cc: str) -> str:
 
 
 def race_contenders(pricing, config: Config, target: Target):
-    """The race's builder (``weft.decide.verdicts.DecidedPricing``): a region's members unfused
-    and its fused form (the tiling the model chose), each compiled on the region's own sub-plan
-    and bound to the same random inputs, as {"unfused": run, "fused": run}."""
+    """The race's builder (``weft.decide.verdicts.DecidedPricing``): the two contenders ``names``
+    (the members unfused, the fused form in the tiling the model chose, a library body
+    ``library:NAME``), each lowered on the region's own sub-plan, rendered together into one
+    C translation unit (one compiler run per race) and bound to the same random inputs, as
+    {name: run}."""
     from weft.compose.partition import Partition
+    from weft.decide.library import admissions
     from weft.decide.race import RaceInputs
     from weft.lower.fused import region_tiling
 
-    def contenders_of(region, form: str, tiling, budget):
+    def contenders_of(region, form: str, tiling, budget, names=("unfused", "fused")):
         sub = pricing.subplan(region)
         inputs = RaceInputs().for_plan(sub)
         tilings = {}
@@ -80,24 +82,32 @@ def race_contenders(pricing, config: Config, target: Target):
             tilings[region.anchor] = region_tiling(sub, region, size, primary)
         partition = Partition(sub.name, "priced", config.contract, (region,), (), ())
         online = online_lowering_for(config.contract) if form == "one pass" else None
-        lowered = {"unfused": lower_plan(sub, None, target),
-                   "fused": lower_partition(sub, partition, target, online_lowering=online, tilings=tilings)}
-        if budget.left() <= 0:
-            return None
-        arenas = {name: plan_arena(sub, each) for name, each in lowered.items()}
-        sources = [render_source(sub, lowered[name], arenas[name]) for name in lowered]
-        # both contenders' C compiled at once (two compiler processes): half the wall time of a
-        # race; a compiler still running when the race share ends is killed (the race gives up)
-        left = budget.left()
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            try:
-                artifacts = list(pool.map(
-                    lambda source: build(source, config.cc, config.cache_dir, config.contract, timeout_s=left),
-                    sources))
-            except subprocess.TimeoutExpired:
+
+        def lowered_as(name: str):
+            if name == "unfused":
+                return lower_plan(sub, None, target)
+            if name == "fused":
+                return lower_partition(sub, partition, target, online_lowering=online, tilings=tilings)
+            body = name.split(":", 1)[1]
+            match = next((m for b, m in admissions(sub, region.members, config.contract) if b.name == body), None)
+            return None if match is None else lower_partition(sub, partition, target, bodies={region.anchor: match})
+
+        built = []
+        for name in names:
+            lowered = lowered_as(name)
+            if budget.left() <= 0 or lowered is None:
                 return None
-        return {name: CompiledPlan(sub, config, lowered[name], arenas[name], artifact).prepare(*inputs)
-                for name, artifact in zip(lowered, artifacts, strict=True)}
+            built.append((name, lowered, plan_arena(sub, lowered)))
+        # every contender in one translation unit: one compiler run per race; a compiler still
+        # running when the race share ends is killed (the race gives up)
+        source = render_batch([(sub, lowered, arena) for _, lowered, arena in built])
+        try:
+            artifact = build(source, config.cc, config.cache_dir, config.contract, timeout_s=budget.left())
+        except subprocess.TimeoutExpired:
+            return None
+        return {name: CompiledPlan(sub, config, lowered, arena, artifact,
+                                   entry_prefix=batch_prefix(number)).prepare(*inputs)
+                for number, (name, lowered, arena) in enumerate(built)}
 
     return contenders_of
 
@@ -216,7 +226,7 @@ class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
     def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
-                 params: dict[str, np.ndarray] | None = None) -> None:
+                 params: dict[str, np.ndarray] | None = None, entry_prefix: str = "wf_") -> None:
         self.plan = plan
         self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
@@ -256,7 +266,7 @@ class CompiledPlan:
         self._partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
-        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions))
+        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions), entry_prefix)
         if packed_buffers(lowered):  # bound weights packed into the arena now, read by every call
             bound_inputs = (ctypes.c_void_p * max(1, len(plan.inputs)))(
                 *[self.params[name].ctypes.data if name in self.params else None for name in plan.inputs])
@@ -452,12 +462,14 @@ class CompiledPlan:
         return "\n".join(lines)
 
     def memory_bytes(self) -> int:
-        """Arena, tile-local scratch (per thread) and outputs, in bytes."""
+        """Arena, tile-local scratch (per thread, library bodies' included) and outputs, in bytes."""
         scratch = 0
         for function in self.lowered.functions:
             per_thread = sum(s.elements * s.dtype.itemsize for s in function.scratch)
             threads = self.config.threads if function.tile_loop and function.tile_loop.parallel else 1
             scratch += per_thread * threads
+            for nest in function.nests:  # a library body's own scratch, per work item running at once
+                scratch += getattr(nest, "scratch_bytes", 0) * (self.config.threads if nest.parallel else 1)
         outputs = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self._output_specs)
         return self.arena_bytes + scratch + outputs
 

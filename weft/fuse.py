@@ -101,20 +101,49 @@ def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
                        profile.page_bytes)
 
 
+def _unrecorded(pricing, config: Config):
+    """``pricing`` behind the deciding layer without a record or a race (library bodies are
+    priced there, beside the generic forms), unless it already is one."""
+    from weft.decide.verdicts import DecidedPricing
+
+    if isinstance(pricing, DecidedPricing):
+        return pricing
+    key_base = {"contract": config.contract, "threads": config.threads,
+                "profile_id": pricing.pricer.numbers.profile_id, "deciding": "", "compiler": ""}
+    return DecidedPricing(pricing, None, key_base, config.race_margin)
+
+
+def chosen_bodies(plan: Plan, partition: Partition, contract: str, names: dict[str, str]) -> dict[str, object]:
+    """anchor -> the matcher's proof for each region whose verdict chose a library body
+    (``names``: anchor -> body name), for ``lower_partition(bodies=...)``."""
+    from weft.decide.library import admissions
+
+    found = {}
+    for anchor, name in names.items():
+        region = partition.region_of(anchor)
+        match = next((match for body, match in admissions(plan, region.members, contract) if body.name == name), None)
+        if match is not None:
+            found[anchor] = match
+    return found
+
+
 def lower_priced(plan: Plan, config: Config, target: Target, pricing=None):
-    """(LoweredPlan, Partition) under ``fusion="priced"``: regions whose best fused price beats
-    their members unfused, each lowered in the form and tiling that won."""
-    pricing = pricing or region_pricing(plan, config, target)
+    """(LoweredPlan, Partition) under ``fusion="priced"``: regions whose best fused price (the
+    generic forms' or an admitted library body's) beats their members unfused, each lowered
+    in the form, tiling or body that won."""
+    pricing = _unrecorded(pricing or region_pricing(plan, config, target), config)
     partition = choose_regions(plan, "priced", config.contract, pricing=pricing)
-    tilings = {}
+    tilings, body_names = {}, {}
     for decision in partition.decisions:
         verdict = decision.chosen
-        if verdict is not None and verdict.form == "fused" and verdict.tiling:
+        if verdict is not None and getattr(verdict, "body", None):
+            body_names[decision.anchor] = verdict.body
+        elif verdict is not None and verdict.form == "fused" and verdict.tiling:
             region = partition.region_of(decision.anchor)
             primary, size = verdict.tiling[-1]
             tilings[decision.anchor] = region_tiling(plan, region, size, primary)
     lowered = lower_partition(plan, partition, target, online_lowering=online_lowering_for(config.contract),
-                              tilings=tilings)
+                              tilings=tilings, bodies=chosen_bodies(plan, partition, config.contract, body_names))
     return lowered, partition
 
 
@@ -186,10 +215,17 @@ def lower_matched(plan: Plan, config: Config, target: Target):
     """(LoweredPlan, Partition, bodies) under ``fusion="matchers"``: every region a matcher
     admits fuses on sight (``weft.decide.legacy``): no price, no race, no record."""
     from weft.decide.legacy import choose_matched
+    from weft.decide.library import admissions
 
     online = online_lowering_for(config.contract)
     partition, bodies = choose_matched(plan, config.contract, region_fits(plan, target, online))
-    return lower_partition(plan, partition, target, online_lowering=online), partition, bodies
+    built = {}
+    for region in partition.fused:  # a built body admitted: taken on sight; else the generic fused form
+        found = admissions(plan, region.members, config.contract)
+        if found:
+            built[region.anchor] = found[0][1]
+    lowered = lower_partition(plan, partition, target, online_lowering=online, bodies=built)
+    return lowered, partition, bodies
 
 
 def admitted_in(plan: Plan, partition: Partition) -> dict[str, tuple]:

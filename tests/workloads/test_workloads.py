@@ -11,7 +11,7 @@ from weft.oracle import NUMPY_DTYPE, run
 from weft.workloads import WORKLOADS, Workload, get_workload
 
 NAMES = sorted(WORKLOADS)
-EXPECTED = {"attention", "layernorm", "softmax", "adam", "cross-entropy", "vit-block", "sam3-encoder", "qwen-decode-step"}
+EXPECTED = {"attention", "lm-head-loss", "layernorm", "softmax", "adam", "cross-entropy", "vit-block", "sam3-encoder", "qwen-decode-step"}
 
 
 def test_registry_has_every_workload():

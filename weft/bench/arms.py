@@ -12,6 +12,7 @@ inference       Weft, the default fusion policy, Inference
 torch-eager     the workload's PyTorch function, run eagerly
 torch-compile   the same function under ``torch.compile``
 torch-sdpa      PyTorch's ``scaled_dot_product_attention`` (attention only)
+torch-adam-fused ``torch.optim.Adam(fused=True)`` stepping the same state (adam only)
 slowed          test-only: the unfused plan run three times per call
 ==============  ==============================================================
 
@@ -40,7 +41,7 @@ WEFT_ARMS = {
     "strict": (None, "strict"),
     "inference": (None, "inference"),
 }
-PEER_ARMS = ("torch-eager", "torch-compile", "torch-sdpa")
+PEER_ARMS = ("torch-eager", "torch-compile", "torch-sdpa", "torch-adam-fused")
 TEST_ARMS = ("slowed",)
 SLOWED_REPEATS = 3
 
@@ -168,8 +169,50 @@ def _import_torch():
     return torch
 
 
+def build_adam_fused_runner(spec: ArmSpec, params: dict, arrays) -> Runner:
+    """``torch.optim.Adam(fused=True)`` (PyTorch's fastest Adam on CPU) on the workload's state:
+    its parameters, gradients and moments are copies of the inputs, its step counter at
+    ``step - 1``, so the first step computes the plan's outputs (kept for parity). Every timed
+    call is one more step, in place: the same work each time."""
+    from weft.workloads.kernels import _ADAM
+
+    torch = _import_torch()
+    start = time.perf_counter()
+    torch.set_num_threads(spec.threads)
+    tensors = [torch.from_numpy(np.array(array, np.float32, copy=True)) for array in arrays]
+    groups = [tensors[number:number + 4] for number in range(0, len(tensors), 4)]
+    weights = []
+    for param, grad, _, _ in groups:
+        weight = torch.nn.Parameter(param)
+        weight.grad = grad
+        weights.append(weight)
+    try:
+        optimizer = torch.optim.Adam(weights, lr=_ADAM["lr"], betas=(_ADAM["beta1"], _ADAM["beta2"]),
+                                     eps=_ADAM["eps"], fused=True)
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise ArmUnavailable(f"arm {spec.label}: torch.optim.Adam(fused=True) is unavailable: {error}") from None
+    for weight, (_, _, first, second) in zip(weights, groups, strict=True):
+        optimizer.state[weight] = {"step": torch.tensor(float(params["step"] - 1)), "exp_avg": first,
+                                   "exp_avg_sq": second}
+
+    def call():
+        if torch.get_num_threads() != spec.threads:
+            torch.set_num_threads(spec.threads)
+        optimizer.step()
+
+    call()
+    outputs = tuple(x.detach().numpy().copy() for weight in weights
+                    for x in (weight, optimizer.state[weight]["exp_avg"], optimizer.state[weight]["exp_avg_sq"]))
+    provenance = {"torch": torch.__version__, "torch_threads": spec.threads, "torch_adam": "fused=True"}
+    return Runner(spec, call, outputs, provenance, None, time.perf_counter() - start)
+
+
 def build_peer_runner(spec: ArmSpec, workload, params: dict, arrays) -> Runner:
     torch = _import_torch()
+    if spec.name == "torch-adam-fused":
+        if workload.name != "adam":
+            raise ArmUnavailable(f"arm {spec.label}: torch.optim.Adam has no equivalent in workload {workload.name}")
+        return build_adam_fused_runner(spec, params, arrays)
     if spec.name == "torch-sdpa" and workload.name != "attention":
         raise ArmUnavailable(f"arm {spec.label}: scaled_dot_product_attention has no equivalent in workload {workload.name}")
     function = workload.torch_fn(**params)

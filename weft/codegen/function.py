@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, Counter
 from weft.codegen.contraction import render_contraction
+from weft.codegen.library import render_library
 from weft.codegen.online import OnlinePassWriter
 from weft.codegen.online_tile import write_pass_packing, write_pass_release
 from weft.codegen.render import NestWriter, render_gemm
 from weft.lower.contraction import ContractionNest
+from weft.lower.library import LibraryCall
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 from weft.lower.online import OnlinePass
 
@@ -48,6 +50,8 @@ def render_function(function: LoweredFunction) -> str:
             OnlinePassWriter(nest).write(lines, indent, counter)
         elif isinstance(nest, ContractionNest):
             render_contraction(nest, lines, indent, counter)
+        elif isinstance(nest, LibraryCall):
+            render_library(nest, lines, indent, counter)
         else:
             raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
     if function.tile_loop is not None:

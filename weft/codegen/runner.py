@@ -20,6 +20,9 @@ each function with a packed view has a ``wf_pack_<name>`` twin, called per occur
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from weft.codegen.contraction import render_pack_function
 from weft.codegen.function import render_function
 from weft.codegen.prelude import prelude
@@ -157,4 +160,42 @@ def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     parts += [render_function(function) for function in distinct]
     parts += [render_pack_function(function) for function in distinct if has_packed(function)]
     parts.append(_runner(plan, lowered, arena))
+    return "\n".join(parts)
+
+
+_RUNNER_NAMES = re.compile(
+    r"\bwf_(call_\d+|callers|step_caller|step_args|args|slot_kind|slot_where|steps|run|run_profile|step_fn|prepack)\b")
+
+
+def _renamed(lowered: LoweredPlan, prefix: str) -> LoweredPlan:
+    """``lowered`` with every function's name prefixed (shared functions stay shared)."""
+    functions = tuple(dataclasses.replace(function, name=f"{prefix}{function.name}") for function in lowered.functions)
+    return dataclasses.replace(lowered, functions=functions)
+
+
+def batch_prefix(number: int) -> str:
+    """The symbol prefix of contender ``number`` in a batched source: its runner is
+    ``{prefix}run`` / ``{prefix}run_profile`` (``weft.runtime.NativeRunner(entry_prefix=...)``)."""
+    return f"wf_c{number}_"
+
+
+def render_batch(contenders: list[tuple[Plan, LoweredPlan, ArenaPlan]]) -> str:
+    """One C translation unit holding several lowered plans (a race's contenders), so one
+    compiler run builds them all: the prelude once, then per contender its functions and
+    runner under the names of ``batch_prefix(number)``. All must share lanes and contract."""
+    lanes = {lowered.lanes for _, lowered, _ in contenders}
+    contracts = {lowered.contract for _, lowered, _ in contenders}
+    if len(lanes) != 1 or len(contracts) != 1:
+        raise ValueError("a batched source holds plans of one vector width and one contract")
+    parts = [f"/* Weft batch of {len(contenders)} plans (a race's contenders), contract {contracts.pop()} */",
+             prelude(lanes.pop()), _GLOBALS]
+    for number, (plan, lowered, arena) in enumerate(contenders):
+        prefix = batch_prefix(number)
+        renamed = _renamed(lowered, prefix.removeprefix("wf_"))
+        parts.append(f"/* contender {number}: plan {plan.name} */")
+        distinct = distinct_functions(renamed.functions)
+        parts += [render_function(function) for function in distinct]
+        parts += [render_pack_function(function) for function in distinct if has_packed(function)]
+        parts.append(_RUNNER_NAMES.sub(lambda found, prefix=prefix: f"{prefix}{found.group(1)}",
+                                       _runner(plan, renamed, arena)))
     return "\n".join(parts)

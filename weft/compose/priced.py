@@ -104,7 +104,9 @@ def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[l
         region = growth.candidates[0]
         verdicts = []
         best_saving = 0.0
-        for candidate in growth.candidates[1:]:
+        proposals = getattr(pricing, "proposals", None)  # regions library bodies propose (growth cannot offer)
+        proposed = tuple(proposals(kernel.output, frozenset(uncovered))) if proposals is not None else ()
+        for candidate in (*growth.candidates[1:], *proposed):
             verdict = pricing.verdict(candidate)
             verdicts.append((candidate.members, verdict))
             if verdict.pays(margin) and verdict.saving > best_saving:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from weft.compose.partition import Partition, RegionFit, _unfused_reasons
 from weft.compose.regions import Growth, Region, grow
-from weft.decide.library.matchers import admitted_bodies
+from weft.decide.library.matchers import admitted_bodies, proposed_regions
 from weft.ir import Plan
 
 
@@ -27,9 +27,10 @@ def choose_matched(plan: Plan, contract: str, fits: RegionFit | None = None) -> 
         growth = grow(plan, kernel.output, frozenset(uncovered))
         growths.append(growth)
         region = growth.candidates[0]
-        for candidate in reversed(growth.candidates[1:]):
+        proposed = proposed_regions(plan, kernel.output, frozenset(uncovered), contract)
+        for candidate in (*proposed, *reversed(growth.candidates[1:])):
             admitted = admitted_bodies(plan, candidate.members, contract)
-            if admitted and (fits is None or fits(candidate) is None):
+            if admitted and (candidate in proposed or fits is None or fits(candidate) is None):
                 region, bodies[candidate.anchor] = candidate, admitted
                 break
         else:

@@ -63,8 +63,8 @@ class RaceOutcome:
     medians: dict  # contender -> median seconds
     rounds: dict  # contender -> every timed call, in order
     spread: float
-    measured_margin: float  # (unfused - fused) / unfused
-    choice: str  # fused | unfused
+    measured_margin: float  # (baseline - challenger) / baseline: (unfused - fused) / unfused
+    choice: str  # fused | unfused | library:NAME
     kept_model: bool  # the spread exceeded the measured margin: the model's choice stands
     note: str
     seconds: float = 0.0  # wall time of the race, building included
@@ -90,15 +90,29 @@ def position_spread(positions: dict[str, tuple[list[float], list[float]]]) -> fl
     return worst
 
 
-def judge(model_choice: str, unfused_s: float, fused_s: float, spread: float) -> tuple[str, bool, str]:
-    """(choice, kept the model's choice, note) from the medians and spread (module doc)."""
+def judge(model_choice: str, unfused_s: float, fused_s: float, spread: float,
+          names: tuple[str, str] = ("unfused", "fused")) -> tuple[str, bool, str]:
+    """(choice, kept the model's choice, note) from the medians and spread (module doc).
+    ``names``: (baseline, challenger), the contenders whose medians are ``unfused_s`` and
+    ``fused_s`` (a library body races as either)."""
+    baseline, challenger = names
     measured = (unfused_s - fused_s) / unfused_s if unfused_s > 0 else 0.0
     if spread > abs(measured):
         return model_choice, True, (f"spread {spread:.1%} exceeds the measured margin {measured:+.1%}:"
                                     f" inconclusive, the model's choice ({model_choice}) stands")
-    choice = "fused" if measured > 0 else "unfused"
+    choice = challenger if measured > 0 else baseline
     agree = "agrees with" if choice == model_choice else "overrules"
     return choice, False, f"{choice} is faster by {abs(measured):.1%}; the race {agree} the model ({model_choice})"
+
+
+def race_roles(names, model_choice: str) -> tuple[str, str]:
+    """(baseline, challenger) of two contenders: the members unfused are the baseline when
+    they race; else the contender the model did not choose."""
+    names = list(names)
+    if "unfused" in names:
+        return "unfused", next(name for name in names if name != "unfused")
+    other = next(name for name in names if name != model_choice)
+    return other, model_choice
 
 
 def time_abba(contenders: dict[str, Callable[[], None]], seconds: float, clock=time.perf_counter,
@@ -139,8 +153,9 @@ def time_abba(contenders: dict[str, Callable[[], None]], seconds: float, clock=t
 
 def run_race(contenders: dict[str, Callable[[], None]], model_choice: str, seconds: float,
              clock=time.perf_counter) -> RaceOutcome | None:
-    """Time ``contenders`` ({"unfused": run, "fused": run}) and judge; None when the time
-    given cannot hold ``MIN_BLOCKS`` blocks (the model's choice stands, unraced)."""
+    """Time two ``contenders`` ({"unfused": run, "fused": run}, or a library body
+    ``"library:NAME"`` against either) and judge; None when the time given cannot hold
+    ``MIN_BLOCKS`` blocks (the model's choice stands, unraced)."""
     start = clock()
     timed = time_abba(contenders, seconds, clock)
     if timed is None:
@@ -148,8 +163,9 @@ def run_race(contenders: dict[str, Callable[[], None]], model_choice: str, secon
     positions, rounds = timed
     medians = {name: statistics.median(values) for name, values in rounds.items()}
     spread = position_spread(positions)
-    choice, kept, note = judge(model_choice, medians["unfused"], medians["fused"], spread)
-    measured = (medians["unfused"] - medians["fused"]) / medians["unfused"] if medians["unfused"] > 0 else 0.0
+    baseline, challenger = race_roles(contenders, model_choice)
+    choice, kept, note = judge(model_choice, medians[baseline], medians[challenger], spread, (baseline, challenger))
+    measured = (medians[baseline] - medians[challenger]) / medians[baseline] if medians[baseline] > 0 else 0.0
     return RaceOutcome(medians, rounds, spread, measured, choice, kept, note, clock() - start)
 
 

@@ -34,7 +34,7 @@ from weft.errors import WeftError
 
 DB_NAME = "decisions.sqlite"
 APPLICATION_ID = 0x57454654  # "WEFT": a database without it is not ours
-SCHEMA = 1
+SCHEMA = 2  # 2: the library bodies admitted, with their prices
 BUSY_TIMEOUT_MS = 30_000
 KEY_COLUMNS = ("signature", "context", "contract", "threads", "profile_id", "deciding", "compiler")
 
@@ -74,6 +74,7 @@ class Decision:
     reason: str = ""
     race: dict = field(default_factory=dict)
     created: float = 0.0
+    bodies: dict = field(default_factory=dict)  # library body admitted -> its price in cycles
 
     @property
     def margin(self) -> float:
@@ -86,7 +87,7 @@ class Decision:
         row.update(choice=self.choice, source=self.source, status=self.status, form=self.form,
                    tiling=json.dumps([list(item) for item in self.tiling]), unfused_cycles=self.unfused_cycles,
                    fused_cycles=self.fused_cycles, reason=self.reason, race=json.dumps(self.race, sort_keys=True),
-                   created=self.created or time.time())
+                   created=self.created or time.time(), bodies=json.dumps(self.bodies, sort_keys=True))
         return row
 
     @classmethod
@@ -94,17 +95,19 @@ class Decision:
         key = RecordKey(**{name: row[name] for name in KEY_COLUMNS})
         return cls(key, row["choice"], row["source"], row["status"], row["form"],
                    tuple((axis, int(size)) for axis, size in json.loads(row["tiling"])), row["unfused_cycles"],
-                   row["fused_cycles"], row["reason"], json.loads(row["race"]), row["created"])
+                   row["fused_cycles"], row["reason"], json.loads(row["race"]), row["created"],
+                   json.loads(row.get("bodies") or "{}"))
 
 
 _COLUMNS = (*KEY_COLUMNS, "choice", "source", "status", "form", "tiling", "unfused_cycles", "fused_cycles",
-            "reason", "race", "created")
+            "reason", "race", "created", "bodies")
 _CREATE = f"""
 CREATE TABLE IF NOT EXISTS decisions (
     signature TEXT NOT NULL, context TEXT NOT NULL, contract TEXT NOT NULL, threads INTEGER NOT NULL,
     profile_id TEXT NOT NULL, deciding TEXT NOT NULL, compiler TEXT NOT NULL,
     choice TEXT NOT NULL, source TEXT NOT NULL, status TEXT NOT NULL, form TEXT NOT NULL, tiling TEXT NOT NULL,
     unfused_cycles REAL, fused_cycles REAL, reason TEXT NOT NULL, race TEXT NOT NULL, created REAL NOT NULL,
+    bodies TEXT NOT NULL DEFAULT '{{}}',
     PRIMARY KEY ({", ".join(KEY_COLUMNS)})
 )"""
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from weft.compose.priced import PRICED_MARGIN
 from weft.cost.distance import region_homes
+from weft.decide.library import admissions, proposed_regions
 from weft.decide.race import RaceBudget, RaceOutcome, run_race
 from weft.decide.record import Decision, DecisionRecord, RecordKey, context_digest
 
@@ -57,13 +58,28 @@ class DecidedVerdict:
         return self.decision.reason
 
     @property
-    def saving(self) -> float:
+    def body(self) -> str | None:
+        """The library body chosen (``library:NAME``), else None."""
+        choice = self.decision.choice
+        return choice.split(":", 1)[1] if choice.startswith("library:") else None
+
+    @property
+    def chosen_cycles(self) -> float | None:
+        """The price of the fused program this verdict takes: the chosen body's, else the generic form's."""
         d = self.decision
-        return 0.0 if d.fused_cycles is None or d.unfused_cycles is None else d.unfused_cycles - d.fused_cycles
+        return d.bodies.get(self.body, d.fused_cycles) if self.body else d.fused_cycles
+
+    @property
+    def saving(self) -> float:
+        d, chosen = self.decision, self.chosen_cycles
+        return 0.0 if chosen is None or d.unfused_cycles is None else d.unfused_cycles - chosen
 
     @property
     def margin(self) -> float:
-        return self.decision.margin
+        d, chosen = self.decision, self.chosen_cycles
+        if chosen is None or not d.unfused_cycles:
+            return 0.0
+        return (d.unfused_cycles - chosen) / d.unfused_cycles
 
     @property
     def unfused(self):
@@ -74,8 +90,9 @@ class DecidedVerdict:
         return getattr(self.priced, "fused", None)
 
     def pays(self, margin: float = PRICED_MARGIN) -> bool:
-        """The recorded choice (the margin was applied, or the race settled it, when decided)."""
-        return self.decision.choice == "fused"
+        """The recorded choice (the margin was applied, or the race settled it, when decided):
+        the generic fused form or a library body."""
+        return self.decision.choice != "unfused"
 
     def source_text(self) -> str:
         d = self.decision
@@ -89,6 +106,15 @@ class DecidedVerdict:
             text += f"; {d.reason}"
         return text
 
+    def bodies_text(self) -> str:
+        """Each library body admitted, with its price (empty when none was)."""
+        d = self.decision
+        if not d.bodies:
+            return ""
+        return "; bodies admitted: " + ", ".join(
+            f"{name} {cycles:,.0f} cycles" + (" (chosen)" if name == self.body else "")
+            for name, cycles in sorted(d.bodies.items(), key=lambda item: item[1]))
+
     def describe(self) -> str:
         d = self.decision
         unfused = f"{d.unfused_cycles:,.0f}" if d.unfused_cycles is not None else "-"
@@ -98,7 +124,7 @@ class DecidedVerdict:
             tiling = ", ".join(f"{axis}:{size}" for axis, size in d.tiling) or "one tile"
             body = (f"unfused {unfused} cycles, fused {d.fused_cycles:,.0f} cycles ({d.form}, tiles {tiling}),"
                     f" margin {d.margin:+.1%}")
-        return f"{body}; choice {d.choice}; {self.source_text()}"
+        return f"{body}{self.bodies_text()}; choice {d.choice}; {self.source_text()}"
 
 
 @dataclass
@@ -143,6 +169,7 @@ class DecidedPricing:
         self.memo: dict[RecordKey, DecidedVerdict] = {}
         self.keys: dict[tuple[str, ...], RecordKey] = {}  # region members -> key (the key is costly)
         self.undecided = 0  # verdicts asked for that the budget left unpriced (not recorded)
+        self.proposed: set[tuple[str, ...]] = set()
 
     @property
     def report(self):
@@ -186,12 +213,38 @@ class DecidedPricing:
             self.pricing.survey(fresh)
         self._count()
 
+    def proposals(self, anchor: str, available: frozenset[str]) -> tuple:
+        """Regions library bodies propose for ``anchor`` (``weft.compose.priced`` prices them
+        beside the grown candidates): only a body lowers them fused."""
+        plan = getattr(self.pricing, "plan", None)
+        if plan is None:
+            return ()
+        found = proposed_regions(plan, anchor, available, self.key_base["contract"])
+        self.proposed.update(region.members for region in found)
+        return found
+
+    def _price_proposed(self, region):
+        """A proposed region's verdict: its members unfused (no generic fused form exists)."""
+        from weft.cost.search import BudgetExhausted, RegionPrice, unfused_price
+
+        pricing = self.pricing
+        try:
+            lowering = pricing.region_lowering(region)
+            unfused = unfused_price(lowering, pricing.pricer.numbers, pricing.budget)
+        except BudgetExhausted as error:
+            return RegionPrice(pricing.signature(region), "budget", reason=str(error))
+        return RegionPrice(lowering.signature, "unlowerable", unfused=unfused,
+                           reason="proposed by a library body: only the body lowers it fused")
+
     def verdict(self, region):
         known = self.recorded(region)
         if known is not None:
             return known
         key = self.key(region)
-        priced = self.pricing.verdict(region)
+        if region.members in self.proposed:
+            priced = self._price_proposed(region)
+        else:
+            priced = self.pricing.verdict(region)
         self._count()
         if priced.status == "budget":
             # another compile may have decided it meanwhile: its verdict keeps the plans equal
@@ -214,33 +267,67 @@ class DecidedPricing:
         self.memo[key] = verdict
         return verdict
 
+    def body_prices(self, region) -> dict[str, float]:
+        """Each built library body a matcher admits for ``region``, priced from the machine profile."""
+        plan = getattr(self.pricing, "plan", None)
+        numbers = getattr(getattr(self.pricing, "pricer", None), "numbers", None)
+        if plan is None or numbers is None or not region.is_fused:
+            return {}
+        return {body.name: float(body.price(match, numbers))
+                for body, match in admissions(plan, region.members, self.key_base["contract"])}
+
     def _decide(self, key: RecordKey, region, priced) -> Decision:
+        """The lowest price among the members unfused, the generic fused form and every admitted
+        body (a fused program must beat unfused by ``PRICED_MARGIN``); a race where the two
+        best are within ``race_margin`` of each other."""
         fused = getattr(priced, "fused", None)
         unfused = getattr(priced, "unfused", None)
-        model_choice = "fused" if priced.pays(PRICED_MARGIN) else "unfused"
+        bodies = self.body_prices(region) if unfused is not None else {}
         base = dict(key=key, status=priced.status, form=priced.form, tiling=tuple(priced.tiling),
                     unfused_cycles=None if unfused is None else float(unfused.cycles),
                     fused_cycles=None if fused is None else float(fused.cycles), reason=priced.reason,
-                    created=time.time())
-        if priced.status != "priced" or fused is None or abs(priced.margin) >= self.race_margin:
+                    created=time.time(), bodies=bodies)
+        prices = {f"library:{name}": cycles for name, cycles in bodies.items()}
+        if priced.status == "priced" and fused is not None:
+            prices["fused"] = float(fused.cycles)
+        if unfused is None or not prices:
+            return Decision(choice="fused" if priced.pays(PRICED_MARGIN) else "unfused", source="model", **base)
+        unfused_cycles = float(unfused.cycles)
+        best = min(prices, key=prices.get)
+        if best == "fused":
+            pays = priced.pays(PRICED_MARGIN)
+        else:
+            pays = unfused_cycles > 0 and (unfused_cycles - prices[best]) / unfused_cycles > PRICED_MARGIN
+        model_choice = best if pays else "unfused"
+        prices["unfused"] = unfused_cycles
+        ranked = sorted(prices, key=prices.get)
+        runner_up = next(name for name in ranked if name != model_choice)
+        # the gap relative to the members unfused when they are one of the two (the model's margin)
+        slower = unfused_cycles if "unfused" in (model_choice, runner_up) else max(prices[model_choice],
+                                                                                    prices[runner_up])
+        thin = slower > 0 and abs(prices[model_choice] - prices[runner_up]) / slower < self.race_margin
+        if not thin:
             return Decision(choice=model_choice, source="model", **base)
-        outcome = self._race(region, model_choice, base)
+        outcome = self._race(region, model_choice, base, (model_choice, runner_up))
         if outcome is None:
             self.decide_report.race_skipped += 1
-            base["reason"] = (f"not raced: margin {priced.margin:+.1%} is thin (under {self.race_margin:.0%}) but the"
-                              f" race share had {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left (building a race's"
+            gap = (prices[runner_up] - prices[model_choice]) / slower
+            base["reason"] = (f"not raced: {model_choice} leads {runner_up} by a thin {gap:+.1%} (under"
+                              f" {self.race_margin:.0%}) but the race share had"
+                              f" {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left (building a race's"
                               f" contenders takes about {self.race_budget.build_s * 1e3:.0f} ms)")
             return Decision(choice=model_choice, source="model", **base)
         self.decide_report.raced += 1
         return Decision(choice=outcome.choice, source="race", race=outcome.to_dict(), **base)
 
-    def _race(self, region, model_choice: str, base: dict) -> RaceOutcome | None:
+    def _race(self, region, model_choice: str, base: dict,
+              names: tuple[str, str] = ("unfused", "fused")) -> RaceOutcome | None:
         budget = self.race_budget
         if self.contenders is None or not budget.can_race():
             return None
         start = budget.running_since = time.perf_counter()
         try:
-            contenders = self.contenders(region, base["form"], base["tiling"], budget)
+            contenders = self.contenders(region, base["form"], base["tiling"], budget, names)
             budget.build_s = time.perf_counter() - start
             if contenders is None:
                 return None

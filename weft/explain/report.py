@@ -291,5 +291,7 @@ def format_lowering(lowered) -> str:
             parts.append(f"one pass (rescaled){form}")
         if "GemmCall" in kinds:
             parts.append("BLAS")
+        if "LibraryCall" in kinds:
+            parts.append("library body " + ", ".join(nest.body for nest in function.nests))
         lines.append("  " + "; ".join(parts))
     return "\n".join(lines)

@@ -35,6 +35,7 @@ from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
 from weft.ir.canonical import Canonical, canonical_tiled_group
 from weft.lower.access import Access, load_access, row_major_strides
 from weft.lower.contraction_epilogue import lower_contraction_region
+from weft.lower.library import lower_library
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.region import FusedRegion, Partition
 from weft.lower.reuse import SharedLowering
@@ -484,7 +485,7 @@ def region_fits(plan: Plan, target: Target, online_lowering=None):
 
 def lower_partition(
     plan: Plan, partition: Partition, target: Target, tile: int | None = None, online_lowering=None,
-    tilings: dict[str, Tiling] | None = None,
+    tilings: dict[str, Tiling] | None = None, bodies: dict | None = None,
 ) -> LoweredPlan:
     """Every region of ``partition`` as one C function call, in execution order.
 
@@ -493,8 +494,10 @@ def lower_partition(
     A fused region that lowers neither way raises ``CompileError`` (choose the
     partition with ``fits=region_fits(...)`` so that it cannot happen). ``tilings`` (anchor ->
     ``Tiling``, the priced policy's choices) lowers those regions in the plain fused form
-    with that tiling. Regions with the same canonical form (and the same chosen tiling)
-    are lowered once and share the function (``weft.lower.reuse``).
+    with that tiling. ``bodies`` (anchor -> a matcher's proof, ``weft.decide.library``)
+    lowers those regions as their library body (``weft.lower.library``). Regions with the
+    same canonical form (and the same chosen tiling or body) are lowered once and share
+    the function (``weft.lower.reuse``).
     """
     views = default_views(plan)
     taken: set[str] = set(view.pointer for view in views.values())
@@ -502,12 +505,14 @@ def lower_partition(
     functions = []
     for region in partition.regions:
         chosen = (tilings or {}).get(region.anchor)
+        body = (bodies or {}).get(region.anchor)
         canonical = _region_canonical(
-            plan, region, ("tile", tile, online_lowering is not None, _tiling_form(plan, region, chosen)))
+            plan, region, ("tile", tile, online_lowering is not None, _tiling_form(plan, region, chosen),
+                           None if body is None else body.body))
         function = shared.lower(
             canonical, region.members, region.private,
-            lambda region=region, chosen=chosen: _lower_one(
-                plan, region, views, target, taken, tile, online_lowering, chosen),
+            lambda region=region, chosen=chosen, body=body: _lower_one(
+                plan, region, views, target, taken, tile, online_lowering, chosen, body),
         )
         functions.append(function)
     return LoweredPlan(functions=tuple(functions), buffers=plan.buffers, lanes=target.lanes, contract=target.contract)
@@ -521,9 +526,11 @@ def _tiling_form(plan: Plan, region: FusedRegion, tiling: Tiling | None) -> tupl
     return tuple((order.index(name), extent, size) for name, extent, size in tiling.axes)
 
 
-def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None) -> LoweredFunction:
+def _lower_one(plan, region, views, target, taken, tile, online_lowering, chosen=None, body=None) -> LoweredFunction:
     function = None
-    if region.is_fused and target.microkernel:  # a contraction and its elementwise tail
+    if body is not None and region.is_fused:
+        function = lower_library(plan, region.members, body, views, taken, target.lanes, region.private)
+    if function is None and region.is_fused and target.microkernel:  # a contraction and its elementwise tail
         function = lower_contraction_region(plan, region.members, region.outputs, views, target.lanes,
                                             target.contract, PARALLEL_MIN_WORK,
                                             lambda region=region: region_function_name(region, taken))

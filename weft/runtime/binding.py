@@ -47,7 +47,9 @@ def pointer_array(arrays: Sequence[np.ndarray]):
 class NativeRunner:
     """Calls into one compiled plan; holds its arena."""
 
-    def __init__(self, so_path: Path, arena_bytes: int, functions: int) -> None:
+    def __init__(self, so_path: Path, arena_bytes: int, functions: int, entry_prefix: str = "wf_") -> None:
+        """``entry_prefix``: the runner's symbols are ``{entry_prefix}run`` and
+        ``{entry_prefix}run_profile`` (a batched source holds several runners)."""
         try:
             self.library = ctypes.CDLL(str(so_path))
         except OSError as error:
@@ -57,10 +59,10 @@ class NativeRunner:
                 command=(), stderr=str(error), source_path=str(so_path.with_suffix(".c")),
             ) from None
         self.functions = functions
-        self.run_fn = self.library.wf_run
+        self.run_fn = getattr(self.library, f"{entry_prefix}run")
         self.run_fn.restype = ctypes.c_int
         self.run_fn.argtypes = [_POINTERS, _POINTERS, ctypes.c_void_p, ctypes.c_int]
-        self.profile_fn = self.library.wf_run_profile
+        self.profile_fn = getattr(self.library, f"{entry_prefix}run_profile")
         self.profile_fn.restype = ctypes.c_int
         self.profile_fn.argtypes = [_POINTERS, _POINTERS, ctypes.c_void_p, ctypes.c_int,
                                     ctypes.POINTER(ctypes.c_double)]
@@ -103,7 +105,7 @@ class NativeRunner:
 
     def prepack(self, inputs, threads: int) -> None:
         """Fill the arena's packed weights (``wf_prepack``) from the bound inputs, once."""
-        prepack = self.library.wf_prepack
+        prepack = getattr(self.library, f"{self.entry_prefix}prepack")
         prepack.restype, prepack.argtypes = ctypes.c_int, [_POINTERS, ctypes.c_void_p, ctypes.c_int]
         with self.lock:
             prepack(inputs, self.arena_address, self.threads_here(threads))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from weft.errors import WorkloadError
 from weft.workloads.base import Workload
-from weft.workloads.kernels import ADAM, ATTENTION, CROSS_ENTROPY, LAYERNORM, SOFTMAX
+from weft.workloads.kernels import ADAM, ATTENTION, CROSS_ENTROPY, LAYERNORM, LM_HEAD_LOSS, SOFTMAX
 from weft.workloads.program import is_program_reference, load_program, program_workload
 from weft.workloads.qwen import QWEN_DECODE_STEP
 from weft.workloads.sam3 import SAM3_ENCODER
@@ -18,7 +18,7 @@ from weft.workloads.vit import VIT_BLOCK
 
 WORKLOADS: dict[str, Workload] = {
     workload.name: workload
-    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, VIT_BLOCK, SAM3_ENCODER, QWEN_DECODE_STEP)
+    for workload in (ATTENTION, LAYERNORM, SOFTMAX, ADAM, CROSS_ENTROPY, LM_HEAD_LOSS, VIT_BLOCK, SAM3_ENCODER, QWEN_DECODE_STEP)
 }
 
 

@@ -230,3 +230,35 @@ CROSS_ENTROPY = Workload(
     make_torch=_ce_torch,
     check=lambda p: positive("cross-entropy", p, "tokens", "vocab", "hidden"),
 )
+
+# --------------------------------------------------------------------------- lm-head loss
+
+
+def _lm_head_plan(tokens: int, hidden: int, vocab: int) -> Plan:
+    def lm_head_loss(hidden_states, lm_head, targets):
+        return nn.cross_entropy(hidden_states @ nn.transpose(lm_head, 0, 1), targets)
+
+    return trace(lm_head_loss, spec((tokens, hidden)), spec((vocab, hidden), param=True), spec(tokens, "int64"))
+
+
+def _lm_head_inputs(rng, tokens, hidden, vocab):
+    return normal(rng, (tokens, hidden)), weight(rng, vocab, hidden), rng.integers(0, vocab, tokens, dtype=np.int64)
+
+
+def _lm_head_torch(tokens, hidden, vocab):
+    torch = lazy_torch()
+    return lambda h, w, t: torch.nn.functional.cross_entropy(h @ w.T, t)
+
+
+LM_HEAD_LOSS = Workload(
+    name="lm-head-loss",
+    description="A language model's training loss: cross_entropy(h @ W^T, targets) for 512 tokens of a"
+                " 896-wide hidden state over a 32 000 vocabulary (the chunked body never builds the logits)",
+    defaults={"tokens": 512, "hidden": 896, "vocab": 32_000},
+    small={"tokens": 6, "hidden": 16, "vocab": 50},
+    sequence_param="tokens",
+    build=_lm_head_plan,
+    make_inputs=_lm_head_inputs,
+    make_torch=_lm_head_torch,
+    check=lambda p: positive("lm-head-loss", p, "tokens", "hidden", "vocab"),
+)

@@ -3,6 +3,14 @@ legal for a region (the region is already a legal candidate of ``weft.compose.gr
 matcher recognises *which* body applies and under which contracts); the price decides.
 """
 
-from weft.decide.library.matchers import BODIES, Body, admitted_bodies
+from weft.decide.library.adam import LibraryMatch
+from weft.decide.library.matchers import (
+    BODIES,
+    Body,
+    admissions,
+    admitted_bodies,
+    body_named,
+    proposed_regions,
+)
 
-__all__ = ["BODIES", "Body", "admitted_bodies"]
+__all__ = ["BODIES", "Body", "LibraryMatch", "admissions", "admitted_bodies", "body_named", "proposed_regions"]

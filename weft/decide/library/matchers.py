@@ -16,18 +16,34 @@ softmax) is Inference-only; under Strict only bodies that keep the oracle's orde
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from weft.decide.library.adam import LibraryMatch, match_adam, price_adam
+from weft.decide.library.cross_entropy import match_cross_entropy, price_cross_entropy, propose_cross_entropy
+from weft.decide.library.norm import match_layer_norm, price_layer_norm
 from weft.ir import Binary, Plan, Unary, walk_expr
 
 
 @dataclass(frozen=True, slots=True)
 class Body:
+    """A library body. ``pattern`` names the census matcher that admits it (the generic fused
+    lowering serves it: a label); a *built* body has its own ``match`` (plan, members) ->
+    ``LibraryMatch`` | None, which proves it legal, and ``price`` (match, machine numbers)
+    -> cycles; its lowering is ``weft.lower.library`` and its C ``weft.codegen.library``."""
+
     name: str
     pattern: str  # the matcher that admits it
     contracts: tuple[str, ...]
     reorders_folds: bool
     note: str
+    match: Callable[[Plan, tuple[str, ...]], LibraryMatch | None] | None = None
+    price: Callable[[LibraryMatch, object], float] | None = None
+    propose: Callable | None = None  # (plan, anchor, available) -> a region growth cannot offer, or None
+
+    @property
+    def built(self) -> bool:
+        return self.match is not None
 
 
 BODIES = (
@@ -37,6 +53,15 @@ BODIES = (
     Body("softmax rows", "softmax", ("strict", "inference"), False, "max, exp, sum, divide per row tile"),
     Body("row norm", "norm", ("strict", "inference"), False, "exact two-pass statistics from a cached row tile"),
     Body("BLAS GEMM", "gemm", ("inference",), True, "SciPy's sgemm (blocked, reassociated)"),
+    Body("fused adam", "adam", ("strict", "inference"), False,
+         "one pass: p, g, m, v read once, p', m', v' written once, vectorised, parallel chunks",
+         match_adam, price_adam),
+    Body("chunked cross-entropy", "cross-entropy", ("inference",), True,
+         "projection and loss per vocabulary chunk, online max and sum: the (N, V) logits never exist",
+         match_cross_entropy, price_cross_entropy, propose_cross_entropy),
+    Body("welford layer norm", "norm", ("inference",), True,
+         "one read of each row for mean and variance (Welford per lane, Chan's merge), the output from cache",
+         match_layer_norm, price_layer_norm),
 )
 
 
@@ -82,8 +107,37 @@ def match_pattern(plan: Plan, members: tuple[str, ...]) -> str | None:
 
 
 def admitted_bodies(plan: Plan, members: tuple[str, ...], contract: str) -> tuple[Body, ...]:
-    """Every library body whose matcher admits ``members`` under ``contract``."""
+    """Every library body whose matcher admits ``members`` under ``contract`` (built bodies first)."""
+    built = tuple(body for body, _ in admissions(plan, members, contract))
     pattern = match_pattern(plan, members)
     if pattern is None:
-        return ()
-    return tuple(body for body in BODIES if body.pattern == pattern and contract in body.contracts)
+        return built
+    return built + tuple(body for body in BODIES
+                         if not body.built and body.pattern == pattern and contract in body.contracts)
+
+
+def admissions(plan: Plan, members: tuple[str, ...], contract: str) -> tuple[tuple[Body, LibraryMatch], ...]:
+    """(body, what its matcher proved) for every *built* body admitted for ``members``."""
+    found = []
+    for body in BODIES:
+        if body.built and contract in body.contracts:
+            match = body.match(plan, members)
+            if match is not None:
+                found.append((body, match))
+    return tuple(found)
+
+
+def proposed_regions(plan: Plan, anchor: str, available: frozenset[str], contract: str) -> tuple:
+    """Regions built bodies propose for ``anchor`` that growth cannot offer (each then needs
+    its matcher's admission like any other candidate)."""
+    found = []
+    for body in BODIES:
+        if body.propose is not None and contract in body.contracts:
+            region = body.propose(plan, anchor, available)
+            if region is not None and all(region.members != other.members for other in found):
+                found.append(region)
+    return tuple(found)
+
+
+def body_named(name: str) -> Body:
+    return next(body for body in BODIES if body.name == name)
