@@ -14,6 +14,10 @@ first arm; docs/benchmarking.md) and checks their parity. Beside each arm's medi
   bandwidth); softmax and layer norm read one tensor and write one of the same size.
   The level is ``memory`` when R + W exceeds the L3, else ``l3``;
 - **% of floor** = floor / median (100% is at the roof);
+- **the exp roof**: the transcendental vectors the plan must evaluate (exp, log, ...: each
+  member's points over the lanes) at the profile's measured exp rate per core, times the
+  threads; **% of roof** uses max(stream floor, exp roof). Softmax and cross-entropy do one
+  exp per element, and on one core of this machine that costs more than streaming it;
 - the same floor from streams measured in this run (``weft.cost.probes``, the same
   working sets as the profile), so a profile calibrated on a busier or quieter
   machine is visible;
@@ -55,6 +59,21 @@ def io_bytes(plan) -> tuple[int, int]:
     """(bytes read, bytes written): the plan's inputs and outputs, each once."""
     buffers = plan.index.buffers
     return (sum(buffers[name].nbytes for name in plan.inputs), sum(buffers[name].nbytes for name in plan.outputs))
+
+
+def transcendental_vectors(plan, lanes: int) -> float:
+    """Vectors of exp/log/tanh/erf/sigmoid the plan must evaluate (each member's points x its
+    transcendental nodes, over the lanes): the compute side of a memory-bound roof."""
+    import math
+
+    from weft.ir import TRANSCENDENTAL, Unary, walk_expr
+
+    total = 0.0
+    for kernel in plan.kernels:
+        count = sum(1 for node in walk_expr(kernel.body) if isinstance(node, Unary) and node.op in TRANSCENDENTAL)
+        if count:
+            total += count * math.prod(axis.extent for axis in kernel.all_axes) / lanes
+    return total
 
 
 def level_of(read: int, written: int, profile) -> str:
@@ -111,6 +130,10 @@ def run_case(name: str, threads: int, args, profile) -> dict:
     level = level_of(read, written, profile)
     rates = profile_rates(profile, level, threads)
     floor = stream_floor(read, written, rates)
+    vectors = transcendental_vectors(plan, profile.lanes)
+    exp_rate = profile.unary_rate("exp") * min(threads, profile.cores)
+    compute_s = vectors / exp_rate if exp_rate else 0.0
+    roof_s = max(floor["seconds"], compute_s)
     here = measured_rates(profile, level, threads) if not args.no_stream_check else None
     floor_here = stream_floor(read, written, here)["seconds"] if here else None
     options = BenchOptions(arms=args.arms, params=params, threads=threads, blocks=args.blocks, warmup=1,
@@ -121,7 +144,7 @@ def run_case(name: str, threads: int, args, profile) -> dict:
     medians = arm_medians(section)
     arms = {}
     for label, median in medians.items():
-        arms[label] = {"median_s": median, "of_floor": floor["seconds"] / median,
+        arms[label] = {"median_s": median, "of_floor": floor["seconds"] / median, "of_roof": roof_s / median,
                        "of_floor_this_run": floor_here / median if floor_here else None}
     ratios = {v["candidate"]: {"paired_median_ratio": v["paired_median_ratio"], "status": v["status"],
                                "speedup_of": v["speedup_of"]} for v in section["verdicts"]}
@@ -129,6 +152,8 @@ def run_case(name: str, threads: int, args, profile) -> dict:
         "case": name, "workload": workload, "params": result["params"], "threads": threads,
         "bytes_read": read, "bytes_written": written, "level": level, "pattern": floor["pattern"],
         "profile_rates_bytes_per_s": rates, "floor_s": floor["seconds"],
+        "transcendental_vectors": vectors, "exp_vectors_per_s": exp_rate, "compute_floor_s": compute_s,
+        "roof_s": roof_s,
         "this_run_rates_bytes_per_s": here, "floor_this_run_s": floor_here,
         "arms": arms, "ratios_vs_first_arm": ratios, "unavailable": section["unavailable"],
         "seconds": time.perf_counter() - started, "bench": result,
@@ -148,20 +173,21 @@ def estimate_seconds(cases: list[str], threads: list[int], args) -> float:
 
 def print_table(records: list[dict]) -> None:
     print()
-    print(f"{'case':<14}{'thr':>4}  {'pattern':<18}{'floor':>9}  {'arm':<22}{'median':>10}{'% floor':>9}"
-          f"{'(this run)':>11}{'vs first':>10}")
+    print(f"{'case':<14}{'thr':>4}  {'pattern':<18}{'floor':>9}{'exp roof':>10}  {'arm':<25}{'median':>10}"
+          f"{'% floor':>9}{'% roof':>8}{'(this run)':>11}{'vs first':>10}")
     for record in records:
         first = True
         for label, arm in record["arms"].items():
             ratio = record["ratios_vs_first_arm"].get(label, {}).get("paired_median_ratio")
             head = (f"{record['case']:<14}{record['threads']:>4}  {record['pattern']:<18}{record['floor_s'] * 1e3:>7.2f}ms"
-                    if first else " " * 45)
+                    f"{record['compute_floor_s'] * 1e3:>8.2f}ms" if first else " " * 55)
             here = f"{arm['of_floor_this_run']:>10.0%}" if arm["of_floor_this_run"] else f"{'-':>10}"
             versus = f"{ratio:>9.3f}x" if ratio is not None else f"{'':>10}"
-            print(f"{head}  {label:<22}{arm['median_s'] * 1e3:>8.2f}ms{arm['of_floor']:>9.0%} {here}{versus}")
+            print(f"{head}  {label:<25}{arm['median_s'] * 1e3:>8.2f}ms{arm['of_floor']:>9.0%}{arm['of_roof']:>8.0%}"
+                  f" {here}{versus}")
             first = False
         for label, why in record["unavailable"].items():
-            print(" " * 47 + f"{label}: unavailable ({why})")
+            print(" " * 57 + f"{label}: unavailable ({why})")
 
 
 def main() -> int:

@@ -110,3 +110,40 @@ def test_outputs_start_on_a_cache_line():
     for shape, dtype in (((3, 5), np.float32), ((), np.int64), ((9,), np.bool_)):
         array = aligned_empty(shape, dtype)
         assert array.shape == shape and array.dtype == dtype and array.ctypes.data % 64 == 0
+
+
+def _cross_entropy_reference(logits: np.ndarray, targets: np.ndarray, reduction: str) -> np.ndarray:
+    x = logits.astype(np.float64)
+    top = x.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
+    losses = lse - x[np.arange(len(targets)), targets]
+    return losses if reduction == "none" else np.asarray(losses.mean())
+
+
+@pytest.mark.parametrize("tokens,vocab", [(5, 2048), (7, 3001), (3, 4096 + 17), (9, 2 * 1024 + 15)])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_cross_entropy_pipelined_pass(tokens, vocab, reduction):
+    rng = np.random.default_rng(vocab + tokens)
+    logits = (rng.standard_normal((tokens, vocab), dtype=np.float32) * 4).astype(np.float32)
+    logits[0, -1] = 60.0  # the row max in the last (partial) block: a late rescale
+    logits[1 % tokens, 1030] = 45.0  # and in the second block
+    targets = rng.integers(0, vocab, tokens).astype(np.int64)
+    plan = weft.trace(lambda x, t: nn.cross_entropy(x, t, reduction=reduction), weft.spec((tokens, vocab)),
+                      weft.spec((tokens,), "int64"), name="ce")
+    inference = weft.compile(plan, contract="inference", fusion="greedy")
+    assert "pipelined blocks of 1024" in inference.source_path.read_text()
+    moved = offset_copy(logits, 4)
+    assert_inference_close(inference(moved, targets), _cross_entropy_reference(logits, targets, reduction))
+    strict = weft.compile(plan, contract="strict", fusion="greedy")
+    assert_strict_equal(strict(moved, targets), oracle_run(plan, logits, targets))
+
+
+def test_short_rows_keep_the_blocked_pass():
+    plan = weft.trace(lambda x, t: nn.cross_entropy(x, t, reduction="none"), weft.spec((4, 2047)),
+                      weft.spec((4,), "int64"), name="ce")
+    inference = weft.compile(plan, contract="inference", fusion="greedy")
+    assert "pipelined" not in inference.source_path.read_text()
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((4, 2047), dtype=np.float32)
+    targets = rng.integers(0, 2047, 4).astype(np.int64)
+    assert_inference_close(inference(logits, targets), _cross_entropy_reference(logits, targets, "none"))
