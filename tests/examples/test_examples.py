@@ -79,3 +79,22 @@ def test_weft_diagnose_examples_bert(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "1. Whole step" in out and "tokens 16 -> 32" in out and "attn_attn_scores" in out
+
+
+def test_bert_linears_are_one_gemm_over_every_batch_and_token_row():
+    """A linear over a (B, T, H) activation is one contraction of B*T rows (issue 13: not B
+    GEMMs of T rows), whichever function (shared between identical members) computes it."""
+    from weft.lower.contraction import ContractionNest
+
+    params = SMALL["bert"]
+    plan = get_workload(f"{EXAMPLES}/bert.py:build").plan(**params)
+    compiled = weft.compile(plan, contract="inference", threads=1)
+    linears = {}  # member -> the contraction nest that computes it (a shared function: every call)
+    for function in compiled.lowered.functions:
+        for nest in function.nests:
+            if isinstance(nest, ContractionNest):
+                linears.update({member: nest for member in function.members if "linear" in member})
+    assert len(linears) == 6, sorted(linears)  # q, k, v, o, ff1, ff2
+    rows = params["batch"] * params["tokens"]
+    for name, nest in linears.items():
+        assert not nest.batch_axes and nest.rows == rows, (name, nest.describe())

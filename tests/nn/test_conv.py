@@ -30,6 +30,10 @@ CASES = [  # input shape, weight shape, keyword arguments
     ((1, 3, 6, 5), (4, 3, 3, 2), dict(padding="valid", stride=(2, 1))),
     ((3, 7, 6), (4, 3, 3, 3), dict(padding=(1, 2))),  # unbatched, padding a pair
     ((4, 6, 6), (8, 2, 3, 3), dict(groups=2, padding="same", dilation=(1, 2))),  # unbatched, grouped
+    ((2, 5, 6, 7), (64, 5, 3, 3), dict(padding=1)),
+    ((1, 4, 7, 6), (128, 2, 3, 2), dict(groups=2, stride=(2, 1), padding="valid", dilation=(1, 2))),
+    ((3, 6, 5), (64, 3, 2, 2), dict(padding="same")),  # unbatched, even kernel
+    ((1, 4, 5, 5), (8, 1, 3, 3), dict(groups=4, padding=1)),  # one input channel per group, two outputs
 ]
 
 
@@ -61,3 +65,21 @@ def test_conv2d_matches_pytorch(shapes, with_bias):
 def test_bad_combinations_name_the_fix(x_shape, w_shape, kwargs, pattern):
     with pytest.raises(ShapeError, match=pattern):
         weft.trace(lambda x, w: nn.conv2d(x, w, **kwargs), weft.spec(x_shape), weft.spec(w_shape))
+
+
+@pytest.mark.parametrize("out_channels,groups,im2row", [(64, 1, True), (128, 2, True), (16, 4, True),
+                                                          (64, 64, False), (128, 64, False)])
+def test_convolutions_run_as_patches_and_one_contraction_unless_depthwise(out_channels, groups, im2row):
+    """The decomposition the speed depends on: a patches member (in the contraction's (pixel,
+    tap) shape) and one contraction over all pixels, unless each group reads one input
+    channel (depthwise), which keeps the direct member (weft.nn.conv.IM2ROW_MIN_GROUP_CHANNELS)."""
+    plan = weft.trace(lambda x, w: nn.conv2d(x, w, padding=1, groups=groups),
+                      weft.spec((1, 64, 8, 8)), weft.spec((out_channels, 64 // groups, 3, 3)))
+    names = [member.name for member in plan.members]
+    assert ("conv2d_patches" in names) is im2row, names
+    if im2row:
+        patches = next(member for member in plan.members if member.name == "conv2d_patches")
+        assert [axis.extent for axis in patches.axes] == [1, groups, 64, 64 // groups * 9]
+    contraction = next(member for member in plan.members if member.name == "conv2d")
+    fold = [axis.extent for axis in contraction.fold.axes]
+    assert fold == ([64 // groups * 9] if im2row else [64 // groups, 3, 3])

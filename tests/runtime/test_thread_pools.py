@@ -1,8 +1,10 @@
 """``threads=`` governs every pool a compiled call drives: OpenMP and BLAS.
 
-A behavioural check, not a speed assertion: over a BLAS-heavy plan run at
-``threads=1`` the process's CPU time stays close to the wall time (one core busy).
-Without the BLAS limit SciPy's OpenBLAS runs its own pool on every core.
+A behavioural check, not a speed assertion: over a GEMM run at ``threads=1`` (through
+SciPy's BLAS, and through the default contraction microkernel's OpenMP loop) one thread
+of the process does the work and its CPU time stays close to the wall time (one core
+busy). Without the BLAS limit SciPy's OpenBLAS runs its own pool on every core; at
+``threads=2`` the same measurement sees two busy threads, so it can tell.
 """
 
 from __future__ import annotations
@@ -38,20 +40,15 @@ def gemm_plan(n: int):
     return weft.trace(lambda a, b: nn.matmul(a, b), weft.spec((n, n)), weft.spec((n, n)))
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not os.path.isdir("/proc/self/task"),
-                    reason="needs two cores and Linux's /proc to tell one busy core from several")
-def test_threads_1_keeps_one_core_busy_over_blas():
-    n = 768
-    compiled = weft.compile(gemm_plan(n), contract="inference", threads=1, blas=True)
-    assert compiled.provenance["blas"] is True
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
-    compiled(a, b)  # warm: pages, pools
+def busy_threads_and_cores(compiled, *arrays) -> tuple[list[int], float, dict]:
+    """Run ``compiled`` for about a second: (this process's threads that each used over 20% of
+    the busiest one's CPU time, process CPU time over wall time, CPU seconds per thread)."""
+    compiled(*arrays)  # warm: pages, pools
     threads_before = thread_cpu_seconds()
     wall, cpu = time.perf_counter(), time.process_time()
     calls = 0
     while time.perf_counter() - wall < 1.0 or calls < 5:
-        compiled(a, b)
+        compiled(*arrays)
         calls += 1
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     threads_after = thread_cpu_seconds()
@@ -59,11 +56,40 @@ def test_threads_1_keeps_one_core_busy_over_blas():
     # else, so the process total can stay near one core; the threads that ran show it
     spent = {tid: threads_after[tid] - threads_before.get(tid, 0.0) for tid in threads_after}
     busiest = max(spent.values())
-    busy = [tid for tid, seconds in spent.items() if seconds > 0.2 * busiest]
+    return [tid for tid, seconds in spent.items() if seconds > 0.2 * busiest], cpu / wall, spent
+
+
+needs_two_cores = pytest.mark.skipif(
+    (os.cpu_count() or 1) < 2 or not os.path.isdir("/proc/self/task"),
+    reason="needs two cores and Linux's /proc to tell one busy core from several")
+
+
+@needs_two_cores
+@pytest.mark.parametrize("blas", [True, False], ids=["blas", "microkernel-openmp"])
+def test_threads_1_keeps_one_core_busy(blas):
+    """SciPy's OpenBLAS pool (blas=True) and the generated code's OpenMP pool (the default
+    contraction microkernel, a parallel loop) each run on one thread at ``threads=1``."""
+    n = 768
+    compiled = weft.compile(gemm_plan(n), contract="inference", threads=1, blas=blas)
+    assert compiled.provenance["blas"] is blas
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    busy, cores, spent = busy_threads_and_cores(compiled, a, b)
     assert len(busy) == 1, f"threads=1: {len(busy)} threads each used over 20% of the busiest's CPU time: {spent}"
     # one busy core gives cpu/wall <= 1 (less when other work preempts us); a pool on two
     # cores gives close to 2. The margin is generous for a shared, noisy machine.
-    assert cpu / wall < 1.4, f"threads=1 used {cpu / wall:.2f} cores over {calls} calls"
+    assert cores < 1.4, f"threads=1 used {cores:.2f} cores"
+
+
+@needs_two_cores
+def test_the_busy_thread_count_sees_a_second_thread():
+    """The measurement above can fail: at ``threads=2`` it sees two busy threads."""
+    n = 768
+    compiled = weft.compile(gemm_plan(n), contract="inference", threads=2)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    busy, _, spent = busy_threads_and_cores(compiled, a, b)
+    assert len(busy) == 2, f"threads=2: {len(busy)} busy threads: {spent}"
 
 
 def test_the_blas_pool_is_limited_only_during_the_call_and_recorded():
