@@ -113,6 +113,11 @@ class OnlinePassWriter:
         return depth
 
     def write(self, lines: list[str], indent: int, counter: Counter) -> None:
+        from weft.codegen.online_rows import pipelinable, write_pipelined
+
+        if pipelinable(self):  # nothing streamed: the read and the exps overlap (online_rows)
+            write_pipelined(self, lines, indent, counter)
+            return
         online, reference = self.online, self.reference
         dtype = self.local_views[reference.output].dtype
         ctype = SCALAR_TYPE[dtype]

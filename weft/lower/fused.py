@@ -218,6 +218,14 @@ def starved_contraction(plan: Plan, region: FusedRegion, tiling: Tiling, lanes: 
     return None
 
 
+ROW_SCRATCH_BUDGET = 8 * 1024
+"""Scratch of a region without a contraction (a row-wise chain: softmax, a norm). Its
+intermediates are re-read within the tile, so small tiles keep them in L1, and rows of
+scratch and input do not sit whole pages apart (4 KiB rows alias in the store buffer).
+Softmax 8192 x 1024, greedy Inference, 1 thread, thread CPU time on the 16-lane EPYC:
+32 rows per tile (128 KiB scratch) 4.6 ms, 8 rows 5.2, 4 rows 4.3, 2 rows 3.9, 1 row
+3.3-3.5; a hand-written row loop 3.1. Layer norm 8192 x 1024: 2.2-2.6 ms at every size."""
+
 MIN_TILES = 8
 """A tiling with fewer tiles than this is taken only when no axis offers more (parallelism)."""
 
@@ -233,8 +241,11 @@ def choose_tiling(plan: Plan, region: FusedRegion, lanes: int, fits=None) -> Til
     every row (vit-block's ``qkv_linear qkv_add`` tiled along its 3072 outputs with
     rows tiled by one re-read the 12 MB weight 5,184 times: 16x slower than
     unfused). When no axis gives enough tiles, the longest common axis
-    (``region.tile_axis``), then the others, with the largest tile that fits.
+    (``region.tile_axis``), then the others, with the largest tile that fits. A region
+    without a contraction (and no ``fits`` of its own) first tries the same order within
+    ``ROW_SCRATCH_BUDGET``.
     """
+    row_chain = fits is None and not any(plan.kernel(member).is_contraction for member in region.members)
     within = fits or (lambda tiling: shared_scratch_bytes(plan, region, tiling) <= SCRATCH_BUDGET)
 
     def fits(tiling: Tiling) -> bool:
@@ -244,6 +255,12 @@ def choose_tiling(plan: Plan, region: FusedRegion, lanes: int, fits=None) -> Til
     extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
     common = {name for name, _ in region.tile_maps} if region.tile_maps else {region.tile_axis}
     outermost = [name for name in extents if name in common and extents[name] > 1]
+    if row_chain:
+        for name in outermost:  # a row-wise chain: the largest tile whose scratch stays in L1
+            for size in sizes:
+                tiling = region_tiling(plan, region, size, name)
+                if tiling.count >= MIN_TILES and shared_scratch_bytes(plan, region, tiling) <= ROW_SCRATCH_BUDGET:
+                    return tiling
     for name in outermost:
         for size in sizes:
             tiling = region_tiling(plan, region, size, name)
