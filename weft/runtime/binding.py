@@ -59,6 +59,7 @@ class NativeRunner:
                 command=(), stderr=str(error), source_path=str(so_path.with_suffix(".c")),
             ) from None
         self.functions = functions
+        self.entry_prefix = entry_prefix
         self.run_fn = getattr(self.library, f"{entry_prefix}run")
         self.run_fn.restype = ctypes.c_int
         self.run_fn.argtypes = [_POINTERS, _POINTERS, ctypes.c_void_p, ctypes.c_int]
