@@ -469,7 +469,9 @@ class CompiledPlan:
             threads = self.config.threads if function.tile_loop and function.tile_loop.parallel else 1
             scratch += per_thread * threads
             for nest in function.nests:  # a library body's own scratch, per work item running at once
-                scratch += getattr(nest, "scratch_bytes", 0) * (self.config.threads if nest.parallel else 1)
+                body_scratch = getattr(nest, "scratch_bytes", 0)
+                if body_scratch:
+                    scratch += body_scratch * (self.config.threads if nest.parallel else 1)
         outputs = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self._output_specs)
         return self.arena_bytes + scratch + outputs
 
