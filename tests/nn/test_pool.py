@@ -65,6 +65,18 @@ def test_avg_pool2d(k, s, p, d, count_include_pad):
     check(plan, [x], want, rtol=1e-5)
 
 
+@pytest.mark.parametrize("contract", ["strict", "inference"])
+def test_avg_pool2d_tap_count_at_a_corner_past_the_vector_tail(contract):
+    """Found by the fuzzer (seed 2026, program 4723): 3x3, padding 1, width 40 (two vectors
+    and a scalar tail), ``count_include_pad=False``: the count at the top-right corner came out
+    5 instead of 4 in the full plan. GCC 12.2 at -O3 miscompiled the vectorised scalar tail
+    after loop unswitching; Weft now compiles with -fno-unswitch-loops (weft.codegen.driver)."""
+    x = np.full((1, 1, 20, 40), 7.0, np.float32)
+    plan = weft.trace(lambda x: nn.avg_pool2d(x, (3, 3), 1, 1, count_include_pad=False), weft.spec(x.shape))
+    got = weft.compile(plan, contract=contract, threads=1)(x)
+    np.testing.assert_array_equal(got, np.full(x.shape, 7.0, np.float32))
+
+
 @pytest.mark.parametrize("shape", [(4, 6), (2, 6, 5, 3)])
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_inference(shape, affine):

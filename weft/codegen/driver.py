@@ -39,7 +39,12 @@ from weft.errors import CompileError, ConfigError
 from weft.files import normal_permissions, write_atomic
 from weft.version import __version__
 
-COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fopenmp", "-fPIC", "-shared")
+# -fno-unswitch-loops: GCC 12.2 (Debian 12.2.0-14) miscompiles a vectorised scalar tail after
+# unswitching (avg_pool2d's tap count at a corner counted an out-of-range tap: 5 for 4, found
+# by the fuzzer; right at -O2, with -fno-tree-loop-vectorize or -fno-unswitch-loops). The
+# generated code already versions its loops itself (full block / tail), so nothing is lost.
+COMMON_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fwrapv", "-fno-unswitch-loops", "-fopenmp", "-fPIC",
+                "-shared")
 CONTRACT_FLAGS = {
     # Strict: IEEE float32 exactly as written; no contraction into FMA, no fast-math.
     "strict": ("-fno-fast-math", "-ffp-contract=off"),
