@@ -205,6 +205,8 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
 
     rows = {axis for axis, _, _, _ in nest.rows}
     result = [nest_facts(streamed, scratch_pointers, contract) for streamed in nest.streamed_nests]
+    if nest.scores is not None:  # the streamed contraction runs on the register tile: at the GEMM rate
+        result = [replace(facts, library=True) for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views
     for position, kernel in enumerate(kernels):
