@@ -25,6 +25,7 @@ from weft.ir import (
     Const,
     DType,
     Fold,
+    IndexOf,
     Kernel,
     Load,
     Plan,
@@ -247,23 +248,6 @@ def test_a_sum_used_as_a_gather_index_is_no_epilogue(make_config, contract):
     from the contraction's sum cannot run on the register tile (it holds values, not
     addresses); it once failed to render (KeyError 'wf.acc'). The region must still compile
     and agree with the oracle."""
-    from weft.ir import (
-        Axis,
-        AxisIndex,
-        Binary,
-        BinaryOp,
-        Buffer,
-        Cast,
-        Combiner,
-        Const,
-        DType,
-        Fold,
-        IndexOf,
-        Kernel,
-        Load,
-        Plan,
-        Role,
-    )
 
     f32 = DType.FLOAT32
     axes = (Axis("a0", 1), Axis("a1", 17), Axis("a2", 37))
