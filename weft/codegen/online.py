@@ -165,13 +165,7 @@ class OnlinePassWriter:
         self._render_reference(lines, inner, counter, dtype)
         self._render_rescale(lines, inner, counter, dtype)
         emit(inner, f"{self.step} = wo_jb;")
-        if self.fold_lanes:
-            emit(inner, f"for (; {self.step} + {lanes} <= wo_stop; {self.step} += {lanes}) {{")
-            self._render_step(lines, inner + 1, counter, dtype, vector=True)
-            emit(inner, "}")
-        emit(inner, f"for (; {self.step} < wo_stop; {self.step}++) {{")
-        self._render_step(lines, inner + 1, counter, dtype, vector=False)
-        emit(inner, "}")
+        self._render_steps(lines, inner, counter, dtype, "wo_stop", self.fold_lanes)
         emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_new[0];")
         for _ in self.rows:
             inner -= 1
@@ -254,6 +248,18 @@ class OnlinePassWriter:
                 slot = self._vector_slot(dependent)
                 emit(depth + 1, f"  wfc_store_f({slot}, wo_restart ? wfc_splat_f({restart}) : wfc_load_f({slot}) * wfc_splat_f(wo_c));")
             emit(depth + 1, "}")
+        emit(depth, "}")
+
+    def _render_steps(self, lines: list[str], depth: int, counter: Counter, dtype, stop: str, vector: bool) -> None:
+        """The steps of the pass up to ``stop`` (a C expression): whole vectors first when
+        ``vector``, then one point at a time."""
+        emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
+        if vector:
+            emit(depth, f"for (; {self.step} + {self.lanes} <= {stop}; {self.step} += {self.lanes}) {{")
+            self._render_step(lines, depth + 1, counter, dtype, vector=True)
+            emit(depth, "}")
+        emit(depth, f"for (; {self.step} < {stop}; {self.step}++) {{")
+        self._render_step(lines, depth + 1, counter, dtype, vector=False)
         emit(depth, "}")
 
     def _render_step(self, lines, step: int, counter, dtype, vector: bool) -> None:

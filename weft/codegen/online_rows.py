@@ -125,12 +125,7 @@ def write_pipelined(writer, lines: list[str], indent: int, counter) -> None:
     emit(inner, "}")
     last = (extent - 1) // block * block
     emit(inner, f"wo_jb = {last}; {step} = {last};  /* the last block's terms */")
-    emit(inner, f"for (; {step} + {lanes} <= {extent}; {step} += {lanes}) {{")
-    writer._render_step(lines, inner + 1, counter, dtype, vector=True)
-    emit(inner, "}")
-    emit(inner, f"for (; {step} < {extent}; {step}++) {{")
-    writer._render_step(lines, inner + 1, counter, dtype, vector=False)
-    emit(inner, "}")
+    writer._render_steps(lines, inner, counter, dtype, str(extent), True)
     emit(inner, f"wo_ref[{writer.row_flat}] = wo_ref_new[0];")
     for _ in writer.rows:
         inner -= 1
