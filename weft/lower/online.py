@@ -302,7 +302,10 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
-    tile = tile_fold(online_pass, target.lanes, set(region.private), set(region.members))
+    # the block max may drop a NaN (compare-select) only where nothing but the pass reads the max:
+    # attention's fully-masked-row select reads it, and a NaN max there is a NaN row, not a masked one
+    unseen = all(reader in set(online.members) | set(online.dissolved) for reader in plan.readers_of(reference.output))
+    tile = tile_fold(online_pass, target.lanes, unseen, set(region.members))
     return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 
