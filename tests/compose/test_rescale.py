@@ -116,3 +116,37 @@ def test_two_extremum_references_are_refused():
     builder.member("t", [("r2", 4)], term, fold=[("c2", 16)])
     refusal = rewrite_for(verify(builder.plan("t")))
     assert isinstance(refusal, RewriteRefusal) and "running reference" in refusal.reason
+
+
+def _negated_distance_plan(columns: int):
+    """m[r] = max_c x[r,c]; t[r] = sum_c exp((0 - x[r,c]) - m[r]): an exponent that is not x's distance below m."""
+    builder = plans.Builder("negated")
+    builder.input("x", 2, columns)
+    builder.member("m", [("r", 2)], plans.load("x", "r", "c"), fold=[("c", columns)], combiner=Combiner.MAX)
+    term = plans.exp(plans.sub(plans.sub(plans.const(0.0), plans.load("x", "r1", "c1")), plans.load("m", "r1")))
+    builder.member("t", [("r1", 2)], term, fold=[("c1", columns)])
+    builder.member("y", [("r2", 2)], plans.add(plans.load("t", "r2"), plans.load("m", "r2")))
+    return verify(builder.plan("y"))
+
+
+def test_an_exponent_that_is_not_the_distance_below_the_reference_is_refused():
+    # exp(-x - m): while m is still -inf (a masked prefix) its terms are not what they are
+    # against the final m (inf, not 0), so the pass could not restart exactly; and against a
+    # running m its terms are not bounded by 1
+    refusal = rewrite_for(_negated_distance_plan(16))
+    assert isinstance(refusal, RewriteRefusal) and "distance" in refusal.reason
+
+
+def test_an_exponent_of_another_form_is_not_folded_against_a_running_reference(fused_config):
+    import numpy as np
+
+    import weft
+    from weft.fuzz import check_outputs
+
+    # pipelined blocks of 1024: against the first block's max (-50) its terms are exp(100), inf
+    # in float32, where against the final max (about 3) they are exp(47): the pass gave inf
+    plan = _negated_distance_plan(2100)
+    x = np.random.default_rng(0).standard_normal((2, 2100)).astype(np.float32)
+    x[:, :1100] = -50.0
+    compiled = weft.compile(plan, config=fused_config("inference", threads=1))
+    check_outputs(plan, [x], compiled(x), contract="inference")

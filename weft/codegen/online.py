@@ -164,6 +164,7 @@ class OnlinePassWriter:
         emit(inner, f"long {self.step} = wo_jb; const long wo_stop = wfc_minl(wo_jb + {self.block}, {extent});")
         self._render_reference(lines, inner, counter, dtype)
         self._render_rescale(lines, inner, counter, dtype)
+        emit(inner, f"{ctype} wo_ref_run[1]; {self.running_reference(dtype)}")
         emit(inner, f"{self.step} = wo_jb;")
         self._render_steps(lines, inner, counter, dtype, "wo_stop", self.fold_lanes)
         emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_new[0];")
@@ -183,6 +184,17 @@ class OnlinePassWriter:
             inner -= 1
             emit(inner, "}")
         emit(indent, "}")
+
+    def running_reference(self, dtype, new: str = "wo_ref_new[0]", run: str = "wo_ref_run[0]") -> str:
+        """C setting ``run``, the reference the terms fold against, from the running ``new``:
+        ``new``, or 0 while ``new`` is still the fold's identity (every reference term so far
+        -inf: a masked prefix). Each term's factor ``exp(t - R)`` (the rewrite admits only
+        that distance, ``weft.compose.rescale``) is then ``exp(-inf) = 0``, as against the
+        final reference, so the prefix folds exactly ``0 * g``: 0, or NaN where ``g`` (a V row
+        of a masked key) is NaN or inf, as in the oracle. (Against the identity itself each
+        factor would be ``exp(-inf - -inf)``, NaN, and the prefix would have to be dropped.)"""
+        identity = fold_identity(self.online.reference_combiner, dtype)
+        return f"{run} = {new} == {identity} ? 0.0f : {new};"
 
     def _vector_slot(self, dependent: PassDependent) -> str:
         return f"&{dependent.accumulator}_v[({self.row_flat}) * {self.lanes}]"
@@ -231,8 +243,9 @@ class OnlinePassWriter:
         reference = self.reference.output
         emit(depth, "if (wo_ref_new[0] != wo_ref_old[0]) {")
         # The reference leaves its identity (the row's keys so far all masked, max -inf): the
-        # terms folded so far were exp(-inf - -inf) = NaN, against a finite reference each is
-        # exp(-inf) = 0, so the accumulators restart (a row that stays masked keeps the oracle's NaN).
+        # terms folded so far were folded against 0 (``running_reference``), each exactly
+        # exp(-inf) * g, as against the final reference, so the accumulators are kept as they
+        # are (0, or NaN from a masked key's non-finite g), not rescaled.
         identity = fold_identity(self.online.reference_combiner, dtype)
         emit(depth + 1, f"const int wo_restart = wo_ref_old[0] == {identity};")
         for dependent in rescaled:
@@ -240,13 +253,12 @@ class OnlinePassWriter:
             new = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_new"}, dependent.kernel).render(dependent.fold.exponent)
             old = self._renderer(lines, depth + 1, counter, env, {reference: "wo_ref_old"}, dependent.kernel).render(dependent.fold.exponent)
             factor = scalar_unary(UnaryOp.EXP, Value(f"({new.code} - {old.code})", dtype, False))
-            restart = fold_identity(dependent.fold.combiner, dtype)
-            emit(depth + 1, f"{{ const {ctype} wo_c = {factor};")
+            emit(depth + 1, f"if (!wo_restart) {{ const {ctype} wo_c = {factor};")
             slot = self._slot(dependent, "wo_n")
-            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {slot} = wo_restart ? {restart} : {slot} * wo_c;")
+            emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {slot} = {slot} * wo_c;")
             if self.fold_lanes and dependent.count == 1:
                 slot = self._vector_slot(dependent)
-                emit(depth + 1, f"  wfc_store_f({slot}, wo_restart ? wfc_splat_f({restart}) : wfc_load_f({slot}) * wfc_splat_f(wo_c));")
+                emit(depth + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
             emit(depth + 1, "}")
         emit(depth, "}")
 
@@ -266,7 +278,7 @@ class OnlinePassWriter:
         """One point (or, with ``vector``, one vector of points) of the pass axis for one row:
         every dependent folds its term against the block's reference (already final)."""
         emit = lambda depth, text: lines.append("    " * depth + text)  # noqa: E731
-        running = {self.reference.output: "wo_ref_new"}
+        running = {self.reference.output: "wo_ref_run"}  # running_reference
         # values rendered at this step's scope are shared by every dependent: attention's
         # exp(s - m) is computed once per vector for both the row sum and the output
         shared: dict = {}
@@ -510,6 +522,9 @@ class OnlinePassWriter:
             lane = f"{dependent.accumulator}_v[({self.row_flat}) * {self.lanes} + wo_l]"
             merge = combine(dependent.fold.combiner, dtype, False, value, lane)
             lines.append("    " * depth + f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) {value} = {merge};")
+        if dependent.fold.exponent is not None:  # a row masked to the end: the oracle's exp(-inf - -inf)
+            identity = fold_identity(self.online.reference_combiner, dtype)
+            lines.append("    " * depth + f"if (wo_ref[{self.row_flat}] == {identity}) {value} = __builtin_nanf(\"\");")
         for expr in dependent.fold.scale_by:
             lines.append("    " * depth + f"{value} = {value} * {renderer.render(expr).code};")
         for expr in dependent.fold.divide_by:

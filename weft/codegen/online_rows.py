@@ -92,12 +92,13 @@ def write_pipelined(writer, lines: list[str], indent: int, counter) -> None:
         emit(depth, f"for (long wo_n = 0; wo_n < {writer.row_count * lanes}; wo_n++) {dependent.accumulator}_v[wo_n] = {init};")
     writer._parked = set()
     inner = writer._row_loops(lines, depth)
-    emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{writer.row_flat}]}}; {ctype} wo_ref_new[1] = {{wo_ref_old[0]}};")
+    emit(inner, f"{ctype} wo_ref_old[1] = {{wo_ref[{writer.row_flat}]}}; {ctype} wo_ref_new[1] = {{wo_ref_old[0]}};"
+                f" {ctype} wo_ref_run[1];")
     emit(inner, f"long wo_jb = 0; long {step} = 0; long wo_stop = {block};")
     emit(inner, "{ /* block 0: its reference only */")
     writer._render_reference(lines, inner + 1, counter, dtype)
     writer._render_rescale(lines, inner + 1, counter, dtype)
-    emit(inner + 1, "wo_ref_old[0] = wo_ref_new[0];")
+    emit(inner + 1, f"wo_ref_old[0] = wo_ref_new[0]; {writer.running_reference(dtype)}")
     emit(inner, "}")
     emit(inner, f"for (wo_jb = {block}; wo_jb < {extent}; wo_jb += {block}) {{")
     body = inner + 1
@@ -121,7 +122,7 @@ def write_pipelined(writer, lines: list[str], indent: int, counter) -> None:
     emit(body, "}")
     emit(body, "wo_ref_new[0] = wo_bm;")
     writer._render_rescale(lines, body, counter, dtype)
-    emit(body, "wo_ref_old[0] = wo_ref_new[0];")
+    emit(body, f"wo_ref_old[0] = wo_ref_new[0]; {writer.running_reference(dtype)}")
     emit(inner, "}")
     last = (extent - 1) // block * block
     emit(inner, f"wo_jb = {last}; {step} = {last};  /* the last block's terms */")

@@ -6,9 +6,10 @@ For a full key block (``wo_jb + block <= extent``), per group of ``mr`` rows of 
     t[r][v] = reference term(acc[r][v])                         /* scale, mask: in registers */
     new[r] = max(ref[r], hmax(max_v t[r][v]))                   /* one shuffle tree per row */
     if new[r] != ref[r]: c[r] = exp(b(new) - b(ref)), restart[r] = ref[r] == -inf
-    l_v[r] = restart ? 0 : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
-    p[r][:] = exp(t[r][v] - new[r])                             /* parked for the tile below */
-    for chunk of e:  o[r][e] = restart ? 0 : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
+    run[r] = new[r] == -inf ? 0 : new[r]                        /* a masked prefix folds 0 * V */
+    l_v[r] = restart ? l_v[r] : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
+    p[r][:] = exp(t[r][v] - run[r])                             /* parked for the tile below */
+    for chunk of e:  o[r][e] = restart ? o[r][e] : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
 
 A duplicate row (the group past the tile's last row repeats it) computes the same values and
 writes no state but its output tile, which equals the real row's.
@@ -138,6 +139,7 @@ class TileBlockWriter:
             for statement in hmax_code(f"wa_m{r}", lanes, self.tile.plain_max):
                 _emit(lines, inner, statement)
             _emit(lines, inner, f"wa_new{r}[0] = wfc_smax_f(wa_old{r}[0], wa_m{r}[0]);")
+            _emit(lines, inner, f"float wa_run{r}[1]; {w.running_reference(dtype, f'wa_new{r}[0]', f'wa_run{r}[0]')}")
         # one rescale factor per row and dependent, when the reference moved
         for r in range(mr):
             _emit(lines, inner, f"int wa_z{r} = 0; (void)wa_z{r};")
@@ -182,8 +184,8 @@ class TileBlockWriter:
                 vector_slot = w._vector_slot(dependent).replace(w.row_flat, flats[r], 1)
                 slot = w._slot(dependent).replace(w.row_flat, flats[r], 1)
                 _emit(lines, inner, f"wf_vf wa_l{k}_{r} = wfc_load_f({vector_slot}); float wa_s{k}_{r} = {slot};")
-                _emit(lines, inner, f"if (wa_z{r}) {{ wa_l{k}_{r} = wfc_splat_f(0.0f); wa_s{k}_{r} = 0.0f; }}")
-                _emit(lines, inner, f"else {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale}); wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
+                # a masked prefix ends (wa_z): its sums are kept as they are (OnlinePassWriter.running_reference)
+                _emit(lines, inner, f"if (!wa_z{r}) {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale}); wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
                 for v in range(self.vectors):
                     renderer = self._dependent_renderer(lines, inner, counter, dependent, r, v, shared)
                     value = renderer.splat(renderer.render(dependent.fold.term))
@@ -198,7 +200,7 @@ class TileBlockWriter:
         w, lanes = self.w, self.lanes
         fold_axis = dependent.fold.fold_axis
         env = self._env(dict(dependent.env), r, f"(wo_jb + {v * lanes})")
-        renderer = w._renderer(lines, depth, counter, env, {w.reference.output: f"wa_new{r}"}, dependent.kernel)
+        renderer = w._renderer(lines, depth, counter, env, {w.reference.output: f"wa_run{r}"}, dependent.kernel)
         renderer.memo = shared
         renderer.vector_axis = fold_axis
         # the reference terms this step are the registers the max folded
@@ -236,7 +238,7 @@ class TileBlockWriter:
             for v in range(chunk):
                 slot = "&" + w._slot(dependent, f"({var} + {v * lanes})").replace(w.row_flat, flats[r], 1)
                 slots[r, v] = slot
-                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_splat_f(0.0f)"
+                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_load_f({slot})"
                                     f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
         _emit(lines, inner, "#pragma GCC unroll 4")
         _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")

@@ -229,7 +229,7 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
             accumulator = accumulators[dependent.member]
             if dependent.exponent is not None:
                 accumulator = _rescaled(accumulator, dependent, online, previous, running, scratch, evaluate, dtype)
-            scratch[online.reference] = running
+            scratch[online.reference] = _running_reference(running, online.reference_combiner, dtype)
             terms = evaluate(dependent.member, dependent.term, dependent.fold_axis, j_start, j_size)
             if dependent.combiner is Combiner.SUM:
                 accumulator = accumulator + terms.sum(axis=-1, dtype=dtype)
@@ -247,6 +247,10 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
     scratch[online.reference] = running
     for dependent in online.dependents:
         result = accumulators[dependent.member]
+        if dependent.exponent is not None:  # a row masked to the end: the oracle's exp(-inf - -inf)
+            reference_load = next(load for load in expr_loads(dependent.exponent) if load.buffer == online.reference)
+            final = evaluate(dependent.member, reference_load, None, 0, 0)
+            result = np.where(final == _IDENTITY[online.reference_combiner], dtype.type(np.nan), result)
         for expr in dependent.scale_by:
             result = result * evaluate(dependent.member, expr, None, 0, 0)
         for expr in dependent.divide_by:
@@ -256,13 +260,22 @@ def _run_online(plan, region: Region, online: OnlineFold, values, scratch, start
         scratch[dependent.member] = result.astype(dtype)
 
 
+def _running_reference(running, combiner: Combiner, dtype):
+    """The reference the terms fold against: ``running``, or 0 where it is still the fold's
+    identity (every term so far -inf: a masked prefix). Each factor ``exp(t - R)`` (the only
+    form the rewrite admits) is then ``exp(-inf) = 0`` there, as against the final reference,
+    so the prefix folds exactly ``0 * g``: 0, or NaN where ``g`` (a masked key's V row) is NaN
+    or inf, as in the oracle (against the identity itself it would be ``exp(-inf - -inf)``)."""
+    return np.where(running == _IDENTITY[combiner], dtype.type(0), running).astype(dtype)
+
+
 def _rescaled(accumulator, dependent, online: OnlineFold, previous, running, scratch, evaluate, dtype):
     """``accumulator`` carried from reference ``previous`` to ``running``: times
     ``exp(b(running) - b(previous))``, except where ``previous`` was still the fold's identity
-    (every term so far masked, -inf for a max): there the terms were folded against a
-    reference that was no number (``exp(-inf - -inf)`` is NaN), while against a finite
-    reference each is ``exp(-inf) = 0``, so the accumulator restarts from the identity.
-    A row whose reference never moves keeps its terms exactly as the oracle folds them."""
+    (every term so far masked, -inf for a max): there the terms were folded against 0
+    (``_running_reference``), each exactly what it is against a finite reference, so the
+    accumulator is kept as it is. A row whose reference never moves keeps its terms exactly
+    as the oracle folds them; a row still at the identity at the end is NaN (``_run_online``)."""
     reference_load = next(load for load in expr_loads(dependent.exponent) if load.buffer == online.reference)
     scratch[online.reference] = previous
     old = evaluate(dependent.member, dependent.exponent, None, 0, 0)
@@ -273,7 +286,7 @@ def _rescaled(accumulator, dependent, online: OnlineFold, previous, running, scr
     identity = _IDENTITY[online.reference_combiner]
     restart = (was == identity) & (now != identity)
     correction = np.where(new == old, dtype.type(1), np.exp(new - old)).astype(dtype)
-    return np.where(restart, dtype.type(_IDENTITY[dependent.combiner]), accumulator * correction)
+    return np.where(restart, accumulator, accumulator * correction)
 
 
 _IDENTITY = {Combiner.SUM: 0.0, Combiner.MAX: -np.inf, Combiner.MIN: np.inf}

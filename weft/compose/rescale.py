@@ -37,6 +37,7 @@ from weft.ir import (
     Const,
     Expr,
     Kernel,
+    Load,
     Plan,
     Unary,
     UnaryOp,
@@ -44,7 +45,7 @@ from weft.ir import (
     expr_loads,
 )
 from weft.ir.printer import format_expr
-from weft.ir.substitute import inline_members
+from weft.ir.substitute import inline_members, substitute_axes
 
 STRICT_REFUSAL = "Strict forbids reassociation (the online rescaling reorders the folds)"
 
@@ -228,6 +229,37 @@ def _split_extremum_fold(member: str, combiner: Combiner, term: Expr, axis: str,
     return OnlineDependent(member, combiner, axis, _signed_sum(kept), None, offsets=tuple(offsets))
 
 
+def _check_distance(member: str, dependent: OnlineDependent, reference: Kernel, reference_term: Expr) -> None:
+    """Every exp factor of ``dependent``'s term that reads the reference ``R`` must be the
+    distance of the reference's own term below it: ``exp(t - R)`` for a max (``exp(R - t)``
+    for a min), ``t`` the term ``R`` folds, at the same point.
+
+    That is what makes a masked prefix exact (``weft.lower.online``): while ``R`` is still
+    the fold's identity (every ``t`` so far -inf), each such factor against the final
+    reference is ``exp(-inf) = 0``, so the prefix contributes exactly ``0 * g`` (0, or NaN
+    where the rest ``g`` is not finite), and a row that stays at the identity is NaN
+    (``exp(-inf - -inf)``). A factor ``exp(y - R)`` of some other ``y`` would need the
+    final reference for its prefix terms, which the pass does not have."""
+    sign = -1 if reference.fold.combiner is Combiner.MAX else 1
+    for factor, _ in _flatten_product(dependent.term):
+        if not (isinstance(factor, Unary) and factor.op is UnaryOp.EXP and _reads(factor, {reference.output})):
+            continue
+        parts = _flatten_sum(factor.operand)
+        at_reference = [(part, s) for part, s in parts if _reads(part, {reference.output})]
+        rest = [(part, s) for part, s in parts if not _reads(part, {reference.output})]
+        load = at_reference[0][0] if len(at_reference) == 1 else None
+        if load is None or not isinstance(load, Load) or at_reference[0][1] != sign or load.padding is not None:
+            raise _NoSplit(f"{member}: exponent {format_expr(factor.operand)} is not one distance to {reference.output}")
+        mapping = {axis.name: index for axis, index in zip(reference.axes, load.index, strict=True)}
+        mapping[reference.fold.axes[0].name] = AxisIndex(dependent.fold_axis)
+        expected = [(part, -sign * s) for part, s in _flatten_sum(substitute_axes(reference_term, mapping))]
+        if sorted(map(repr, rest)) != sorted(map(repr, expected)):
+            raise _NoSplit(
+                f"{member}: exponent {format_expr(factor.operand)} is not the distance of {reference.output}'s own"
+                " term below it, so a masked prefix of the pass could not be restarted exactly"
+            )
+
+
 def derive_online_fold(plan: Plan, region: Region, contract: str = "inference") -> OnlineFold | RewriteRefusal | None:
     """The rescaling rewrite for ``region``; None when no fold reads another fold over its axis."""
     kernels = {name: plan.kernel(name) for name in region.members}
@@ -271,6 +303,8 @@ def derive_online_fold(plan: Plan, region: Region, contract: str = "inference") 
                 dependent = _split_extremum_fold(name, kernel.fold.combiner, term, axis, group)
             if dependent.exponent is not None and reference_kernel.fold.combiner is Combiner.SUM:
                 raise _NoSplit(f"{name}: its exponent needs {reference}, a sum, as running reference; only max/min qualify")
+            if dependent.exponent is not None:
+                _check_distance(name, dependent, reference_kernel, reference_term)
             dependents.append(dependent)
     except _NoSplit as problem:
         return RewriteRefusal(region.anchor, f"term does not split: {problem}")

@@ -13,8 +13,9 @@ analysis, in units of one relative rounding)::
 
     input, const      m = |x|                    (exact; non-finite values are exact too)
     a + b, a - b      m = m_a + m_b + |a +- b|
-    a * b             m = m_a |b| + |a| m_b + |ab|
+    a * b             m = m_a |b| + |a| m_b + |ab|   (inf for 0 times a factor with m past float32)
     a / b             m = m_a / |b| + |a/b| m_b / |b| + |a/b|
+                      (inf where 16 * 2**-24 * m_b >= |b|: b may round to 0 or flip sign)
     f(a)              m = |f'(a)| m_a + |f(a)|   (exp, log, sqrt, rsqrt, tanh, erf, sigmoid, sin, cos)
     max, min, where   m of the operand chosen
     sum over n terms  m = sum m_t + (n - 1) sum |t|   (the worst case of any order of the n terms)
@@ -53,8 +54,10 @@ from weft.ir import (
     Where,
 )
 from weft.mathf.definitions import TRIG_INPUT_MAX
+from weft.testing import FLOAT32_UNIT, INFERENCE_ULPS
 
 _INT = {DType.INT32: np.int32, DType.INT64: np.int64}
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _trig_in_range(function, a):
@@ -240,9 +243,16 @@ class _Member:
         elif op is BinaryOp.MUL:
             value = a * b
             magnitude = _times(ma, np.abs(b)) + _times(np.abs(a), mb) + np.abs(value)
+            # an exact zero times a factor float32 may not hold (its magnitude is past float32's
+            # range: it may overflow, or be inf - inf, in some legal order) may be 0 * inf = NaN
+            magnitude = np.where(((a == 0) & (mb > _FLOAT32_MAX)) | ((b == 0) & (ma > _FLOAT32_MAX)), np.inf, magnitude)
         elif op is BinaryOp.DIV:
             value = a / b
             magnitude = (ma + _times(np.abs(value), mb)) / np.abs(b) + np.abs(value)
+            # a denominator whose allowed error reaches its value may round to 0 or to the other
+            # sign in a legal order (a normalised value of an ill-conditioned row): the quotient
+            # is then any size and either sign, beyond a first-order bound: unchecked
+            magnitude = np.where((mb > 0) & (INFERENCE_ULPS * FLOAT32_UNIT * mb >= np.abs(b)), np.inf, magnitude)
         elif getattr(BinaryOp, "FMOD", None) is op:
             value = np.fmod(a, b)  # exact in any precision; the quotient's error is what moves it
             magnitude = ma + _times(np.abs(np.trunc(a / b)), mb) + np.abs(value)

@@ -15,18 +15,23 @@ into the terms; so nothing of size rows × pass-extent exists. Per tile::
         for each row r:
             t[j] = s_block[r][j] * scale                   /* kept: what the max folds */
             new = max(ref[r], max of t over the block)     /* vector max, one reduction */
-            if new != ref[r]:                              /* one rescale per block */
+            if new != ref[r] and ref[r] != -inf:          /* one rescale per block */
                 c = exp(b(new) - b(ref[r]))
-                acc_l[r] = ref[r] == -inf ? 0 : acc_l[r] * c    /* same for acc_o[r][:] */
+                acc_l[r] = acc_l[r] * c                    /* same for acc_o[r][:] */
+            run = new == -inf ? 0 : new                    /* a masked prefix: see below */
             for j in the block (vectors along j):
-                acc_l[r] += exp(t[j] - new); acc_o[r][e] += exp(t[j] - new) * v[j,e]
+                acc_l[r] += exp(t[j] - run); acc_o[r][e] += exp(t[j] - run) * v[j,e]
             ref[r] = new
-    m[r] = ref[r]; l[r] = acc_l[r]; o[r,e] = acc_o[r][e] / l[r]
+    m[r] = ref[r]; l[r], o[r,e] = ref[r] == -inf ? NaN : (acc_l[r], acc_o[r][e] / l[r])
 
 Two details keep every row right. While a row's keys so far are all masked its
-reference is -inf and its terms ``exp(-inf - -inf)`` are NaN; when the reference
-becomes finite those terms are really ``exp(-inf) = 0``, so the accumulators restart
-instead of being rescaled (a row masked to the end keeps the oracle's NaN). And when
+reference is -inf; against it the terms would be ``exp(-inf - -inf)``, NaN, while against
+the final reference they are ``exp(-inf) = 0``. So they fold against 0 instead: the masked
+prefix contributes exactly ``0 * v`` (0, or NaN where a masked key's V row is NaN or inf,
+as in the oracle), and when the reference becomes finite the accumulators are kept, not
+rescaled. The rewrite admits only exponents of this distance form, ``exp(t - R)`` with
+``t`` the reference's own term (``weft.compose.rescale``). A row masked to the end is NaN,
+the oracle's ``exp(-inf - -inf)``. And when
 the reference terms hold a product (``s * scale``), the dependents read back the
 values the max folded (``t``) instead of recomputing them: with FMA contraction,
 ``s * scale - new`` recomputed is one FMA whose result at the row max is the
@@ -302,7 +307,10 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
     )
-    tile = tile_fold(online_pass, target.lanes, set(region.private), set(region.members))
+    # the block max may drop a NaN (compare-select) only where nothing but the pass reads the max:
+    # attention's fully-masked-row select reads it, and a NaN max there is a NaN row, not a masked one
+    unseen = all(reader in set(online.members) | set(online.dissolved) for reader in plan.readers_of(reference.output))
+    tile = tile_fold(online_pass, target.lanes, unseen, set(region.members))
     return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
 
 

@@ -173,17 +173,19 @@ class TileFold:
     axes must be the scores' batch axes (the panel's index). A unit-stride V is read in place:
     its rows are already the tile's y operand.
 
-    ``plain_max``: when the reference (the row max) is private to the region, the block max
+    ``plain_max``: when nothing but the pass reads the reference (the row max), the block max
     folds lanes by compare-select instead of the NaN-propagating max: a NaN score still makes
     its term ``exp(NaN - m)`` NaN, so every output of the row is NaN as the oracle's is, and
-    only the private max itself could differ.
+    only the unread max itself could differ. A member after the pass that reads the max
+    (attention's fully-masked-row select, ``m == -inf``) would see -inf where the oracle's max
+    is NaN (a NaN score at a masked key: ``NaN + -inf``) and give 0 for the oracle's NaN.
     """
 
     value_dependent: int | None  # index into OnlinePass.dependents
     hoisted: Expr | None  # p: varies along the pass axis, not along the extra axis
     rest: Expr | None  # the same for every row
     chunk_vectors: int = 0  # output vectors per register tile row
-    plain_max: bool = False  # the reference is private: its lanes fold by compare-select (module doc)
+    plain_max: bool = False  # only the pass reads the reference: its lanes fold by compare-select (module doc)
     pack_rest: bool = False  # rest is not one unit-stride load along e: packed once per call (wa_vp)
     rest_env: tuple[tuple[str, str], ...] = ()  # with pack_rest: rest's row axes -> the scores' batch axes
     packed_v: str = "wa_vp"
@@ -193,8 +195,9 @@ class TileFold:
         return extent * value_extent
 
 
-def tile_fold(online_pass, lanes: int, private: set[str], members: set[str]) -> TileFold | None:
-    """The register-tile form of ``online_pass``'s folds (``TileFold``), or None: the
+def tile_fold(online_pass, lanes: int, unseen: bool, members: set[str]) -> TileFold | None:
+    """The register-tile form of ``online_pass``'s folds (``TileFold``), or None (``unseen``:
+    nothing but the pass reads the reference, so its lanes may fold by compare-select): the
     reference folds a max, every dependent a sum, and at most one dependent has an axis of
     its own, a whole number of vectors long, with a ``p * rest`` term as above."""
     from weft.ir import Binary, BinaryOp, Combiner, expr_axes
@@ -236,7 +239,7 @@ def tile_fold(online_pass, lanes: int, private: set[str], members: set[str]) -> 
             if packed is None:
                 return None
             pack_rest, rest_env = True, packed
-    return TileFold(value, hoisted, rest, chunk, online_pass.reference.output in private, pack_rest, rest_env)
+    return TileFold(value, hoisted, rest, chunk, unseen, pack_rest, rest_env)
 
 
 def _in_place(rest: Expr, axis: str, views) -> bool:
