@@ -15,7 +15,7 @@ from model_cases import fixed_profile, matmul_plan  # noqa: E402
 
 from weft.compose.regions import grow  # noqa: E402
 from weft.config import config_from_env  # noqa: E402
-from weft.cost.facts import ContractionFacts, OperandFacts, OpCounts, function_facts  # noqa: E402
+from weft.cost.facts import ContractionFacts, OpCounts, OperandFacts, function_facts  # noqa: E402
 from weft.cost.model import GATHER_CYCLES, MICRO_TILE_CYCLES, machine_numbers, price_contraction  # noqa: E402
 from weft.fuse import region_pricing  # noqa: E402
 from weft.lower import Target, lower_plan  # noqa: E402
