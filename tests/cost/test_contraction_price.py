@@ -30,8 +30,8 @@ def facts(**changes) -> ContractionFacts:
     base = dict(
         rows=96, columns=64, fold=64, batches=1, mr=6, nr=64, kc=64, mc=12, nc=64, column_groups=1,
         parallel_batches=False, pack_x=False, packed_y=False, stream_output=False, fma=True,
-        x=(OperandFacts("a", 96 * 64 * 4, True),), y=(OperandFacts("b", 64 * 64 * 4, True),),
-        x_ops=OpCounts(), y_ops=OpCounts(), output="c", epilogue_ops=OpCounts(), epilogue_loads=(),
+        x=(OperandFacts("a", 96 * 64 * 4),), y=(OperandFacts("b", 64 * 64 * 4),),
+        x_ops=OpCounts(), y_ops=OpCounts(), y_packing="vector", output="c", epilogue_ops=OpCounts(), epilogue_loads=(),
     )
     base.update(changes)
     return ContractionFacts(**base)
@@ -67,13 +67,16 @@ def test_microkernel_bytes_per_level():
 
 def test_prologue_operations_count_per_packed_element_not_per_multiply():
     numbers = machine_numbers(fixed_profile(), 1)
+    in_place, _, _, _, _ = price_contraction(facts(), numbers, HOMES, 1)
     plain, _, _, _, _ = price_contraction(facts(pack_x=True), numbers, HOMES, 1)
     scaled, _, _, _, _ = price_contraction(facts(pack_x=True, x_ops=OpCounts(arithmetic=2.0)), numbers, HOMES, 1)
-    # two operations per element of x (96 x 64, one column panel), two per cycle, 16 lanes
-    assert scaled - plain == pytest.approx(96 * 64 * 2 / 2 / 16)
-    gathered, _, _, _, _ = price_contraction(
-        facts(pack_x=True, x=(OperandFacts("a", 96 * 64 * 4, False),)), numbers, HOMES, 1)
-    assert gathered - plain == pytest.approx(96 * 64 * (GATHER_CYCLES - 1 / 16))
+    # x is packed element by element (96 x 64, one column panel): a load and a store each
+    assert plain - in_place == pytest.approx(96 * 64 * GATHER_CYCLES)
+    # and a prologue's two operations once per element, scalar (one cycle at two per cycle)
+    assert scaled - plain == pytest.approx(96 * 64 * 2 / 2)
+    # y by vectors along its columns, or element by element
+    scalar_y, _, _, _, _ = price_contraction(facts(y_packing="scalar"), numbers, HOMES, 1)
+    assert scalar_y - in_place == pytest.approx(64 * 64 * (GATHER_CYCLES - 1 / 16))
 
 
 def test_fold_blocks_reload_the_partial_sums():
@@ -99,6 +102,7 @@ def test_nest_facts_read_the_lowered_microkernel():
     b = nest.blocking
     assert (found.rows, found.columns, found.fold, found.mr, found.nr, found.kc) == (96, 64, 64, b.mr, b.nr, b.kc)
     assert found.fma and found.output == "c" and found.pack_x == nest.pack_x
+    assert found.y_packing == "vector"  # b[p, j] is contiguous along the columns j
     assert [o.buffer for o in found.x] == ["a"] and [o.buffer for o in found.y] == ["b"]
     assert found.x[0].bytes == 96 * 64 * 4 and found.y[0].bytes == 64 * 64 * 4
 

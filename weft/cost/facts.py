@@ -57,11 +57,10 @@ class AccessFacts:
 @dataclass(frozen=True, slots=True)
 class OperandFacts:
     """One buffer a contraction's factor (or its epilogue) reads: its bytes over the whole
-    nest (its own axes' extents), and whether packing reads it with unit stride."""
+    nest (its own axes' extents)."""
 
     buffer: str
     bytes: float
-    unit: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +71,11 @@ class ContractionFacts:
     ``x`` and ``y`` are the buffers each factor loads (after a prologue is inlined: the
     prologue's inputs); ``x_ops``/``y_ops`` what packing evaluates per packed element beyond
     the loads (a norm's scale and shift); ``epilogue_ops`` per output point, and
-    ``epilogue_loads`` the buffers the epilogue reads at the output point (bias, residual)."""
+    ``epilogue_loads`` the buffers the epilogue reads at the output point (bias, residual).
+    ``y_packing`` is how the codegen packs y (``weft.codegen.contraction``): "vector" (lanes
+    along the columns, the factor evaluated per vector), "transposed" (a plain load along the
+    fold: vectors transposed in registers) or "scalar" (element by element); x is always
+    packed element by element (into mr-interleaved micro-panels)."""
 
     rows: int
     columns: int
@@ -93,6 +96,7 @@ class ContractionFacts:
     y: tuple[OperandFacts, ...]
     x_ops: OpCounts
     y_ops: OpCounts
+    y_packing: str
     output: str
     epilogue_ops: OpCounts
     epilogue_loads: tuple[OperandFacts, ...]
@@ -249,13 +253,13 @@ def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: 
     )
 
 
-def _operands(expr, views, kernel: Kernel, unit_axis: str | None) -> tuple[OperandFacts, ...]:
+def _operands(expr, views, kernel: Kernel) -> tuple[OperandFacts, ...]:
     """Each buffer ``expr`` loads, with its bytes over the nest (the extents of the axes its
-    index moves with) and whether it steps by one element along ``unit_axis``."""
+    index moves with)."""
     from weft.ir import expr_loads
 
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
-    found: dict[str, OperandFacts] = {}
+    found: dict[str, float] = {}
     for load in expr_loads(expr):
         view = views.get(load.buffer)
         if view is None:  # the sum itself (an epilogue's acc)
@@ -264,11 +268,22 @@ def _operands(expr, views, kernel: Kernel, unit_axis: str | None) -> tuple[Opera
         size = float(view.dtype.itemsize)
         for axis in axes:
             size *= extents.get(axis, 1)
-        unit = unit_axis is not None and unit_axis in axes and address_step(load, view.strides, unit_axis) == 1
-        known = found.get(load.buffer)
-        if known is None or size > known.bytes:
-            found[load.buffer] = OperandFacts(load.buffer, size, unit or (known is not None and known.unit))
-    return tuple(found.values())
+        found[load.buffer] = max(found.get(load.buffer, 0.0), size)
+    return tuple(OperandFacts(buffer, size) for buffer, size in found.items())
+
+
+def _y_packing(nest: ContractionNest, views) -> str:
+    """How ``weft.codegen.contraction`` packs y (the same tests it makes)."""
+    from weft.ir import Load, expr_loads
+
+    column, y = nest.column_axis, nest.y_factor
+    if any(load_access(load, views[load.buffer].strides, column) is Access.CONTIGUOUS for load in expr_loads(y)):
+        return "vector"
+    folds = nest.kernel.fold_axes
+    if isinstance(y, Load) and y.padding is None and len(folds) == 1 and \
+            address_step(y, views[y.buffer].strides, folds[0].name) == 1:
+        return "transposed"
+    return "scalar"
 
 
 def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
@@ -276,7 +291,6 @@ def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
     once per packed element, so a prologue's operations count per element of x, not per
     multiply; the epilogue's per output point."""
     kernel, b = nest.kernel, nest.blocking
-    fold_axis = kernel.fold_axes[-1].name if kernel.fold_axes else None
 
     epilogue = nest.epilogue
     return ContractionFacts(
@@ -284,12 +298,11 @@ def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
         mr=b.mr, nr=b.nr, kc=b.kc, mc=b.mc, nc=b.nc, column_groups=b.column_groups,
         parallel_batches=b.parallel_batches, pack_x=nest.pack_x, packed_y=nest.packed_y is not None,
         stream_output=nest.stream_output, fma=nest.fma,
-        x=_operands(nest.x_factor, views, kernel, fold_axis),
-        y=_operands(nest.y_factor, views, kernel, fold_axis),
-        x_ops=expr_ops(nest.x_factor), y_ops=expr_ops(nest.y_factor),
+        x=_operands(nest.x_factor, views, kernel), y=_operands(nest.y_factor, views, kernel),
+        x_ops=expr_ops(nest.x_factor), y_ops=expr_ops(nest.y_factor), y_packing=_y_packing(nest, views),
         output=nest.output_buffer,
         epilogue_ops=expr_ops(epilogue) if epilogue is not None else OpCounts(),
-        epilogue_loads=_operands(epilogue, views, kernel, None) if epilogue is not None else (),
+        epilogue_loads=_operands(epilogue, views, kernel) if epilogue is not None else (),
     )
 
 

@@ -276,8 +276,9 @@ def price_contraction(
     Compute: the register tile's vector FMAs at the core's FMA peak (Strict: a multiply and
     an add per term, twice the operations), a fixed entry per tile and fold block plus its
     accumulators' stores (and reloads after the first fold block), the epilogue once per
-    output vector, and packing: one store per packed vector plus the factor's own operations
-    (a prologue), lane by lane where no operand steps by one element along the fold. Data:
+    output vector, and packing as the codegen packs: y by vectors (the factor's operations per
+    vector), by transposed vectors, or element by element; x element by element, so a
+    prologue's operations (a GELU while packing) cost once per element of x, scalar. Data:
     x read once per column panel (the first time from its home, then from where it fits),
     y once, the packed panels streamed by the tile from L1/L2 (the y micro-panel once per row
     tile, the x block once per column tile), the output written once per fold block (and
@@ -308,16 +309,19 @@ def price_contraction(
             if passes > 1:
                 read[_fitting_level(operand.bytes, numbers)] += operand.bytes * (passes - 1)
 
-    def packing(operands, elements: float, ops: OpCounts) -> float:
-        unit = any(operand.unit for operand in operands)
-        per_element = (1.0 + _op_cycles(ops, numbers)) / lanes if unit else GATHER_CYCLES + _op_cycles(ops, numbers)
-        return elements * per_element
+    def packing(elements: float, ops: OpCounts, kind: str) -> float:
+        if kind == "vector":  # the factor evaluated per vector, one store
+            return elements * (1.0 + _op_cycles(ops, numbers)) / lanes
+        if kind == "transposed":  # vectors along the fold, transposed in registers
+            return elements * (1.0 / lanes + TRANSPOSE_CYCLES)
+        # element by element: a scalar load and store, and each operation once per element
+        return elements * (GATHER_CYCLES + _op_cycles(ops, numbers))
 
     packed_bytes = 4.0
     panel_level = _fitting_level(fold * min(c.nc, padded_columns) * packed_bytes, numbers)
     if not c.packed_y:
         operand_reads(c.y, 1)
-        compute += packing(c.y, batches * fold * columns, c.y_ops)
+        compute += packing(batches * fold * columns, c.y_ops, c.y_packing)
         write[panel_level] += batches * fold * padded_columns * packed_bytes
     micro_panel = c.kc * c.nr * packed_bytes
     y_stream = batches * row_tiles * fold * padded_columns * packed_bytes
@@ -327,7 +331,7 @@ def price_contraction(
     read[_fitting_level(micro_panel, numbers)] += y_stream - first
     if c.pack_x:
         operand_reads(c.x, panels)
-        compute += packing(c.x, batches * rows * fold * panels, c.x_ops)
+        compute += packing(batches * rows * fold * panels, c.x_ops, "scalar")
         block_level = _fitting_level(c.mc * c.kc * packed_bytes, numbers)
         write[block_level] += batches * padded_rows * fold * panels * packed_bytes
         read[block_level] += batches * padded_rows * fold * column_tiles * packed_bytes
