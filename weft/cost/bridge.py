@@ -110,6 +110,11 @@ class PlanPricing:
             found = self.orders[region.members] = tuple(names)
         return found
 
+    def buffer_homes(self, region: Region) -> dict[str, int]:
+        """The level (0 L1 .. 3 memory) serving the first touch of each of ``region``'s buffers
+        fused, by the plan's own names (a library body's price reads it)."""
+        return region_homes(self.member_homes, region.members)
+
     def region_lowering(self, region: Region) -> RegionLowering:
         found = self.lowerings.get(region.members)
         if found is None:
