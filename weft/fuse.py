@@ -29,7 +29,7 @@ from weft.lower import Target, fused, lower_plan
 from weft.lower.fused import lower_partition, region_fits, region_tiling
 from weft.lower.nest import LoweredPlan
 from weft.lower.online import lower_online_region
-from weft.lower.schedule import default_views, lower_group
+from weft.lower.schedule import PARALLEL_MIN_WORK, default_views, lower_group
 
 
 def online_lowering_for(contract: str):
@@ -85,6 +85,14 @@ class _PricingLowering:
                 tiling = fused.region_tiling(plan, region, size, primary)
                 if not contraction or fused.starved_contraction(plan, region, tiling, lanes) is None:
                     yield tiling
+
+    def lower_contraction(self, plan: Plan, region, views):
+        """The microkernel with the region's tail as epilogue (or its producers as prologue),
+        or None: when it serves, it is the fused form ``lower_partition`` emits."""
+        if not self.target.microkernel:
+            return None
+        return self.fused.lower_contraction_region(plan, region.members, region.outputs, views, self.target.lanes,
+                                                   self.target.contract, PARALLEL_MIN_WORK, lambda: "priced")
 
     def lower_fused(self, plan: Plan, region, views, tiling):
         return self.fused.lower_region(plan, region, views, self.target, {v.pointer for v in views.values()},

@@ -44,6 +44,8 @@ class PlanPricing:
     """Region prices for one plan (see module doc); ``lowering`` holds the lowering's functions:
 
     ``views(plan)``, ``lower_member(plan, member, views)`` -> LoweredFunction,
+    ``lower_contraction(plan, region, views)`` -> LoweredFunction | None (optional: the
+    microkernel with the region's tail as epilogue; where it serves it is the only fused form),
     ``tilings(plan, region)`` -> [Tiling-like with ``axes`` ((anchor, extent, size), ...)],
     lowering's own first, ``default_tiling(plan, region)``, ``lower_fused(plan, region, views, tiling)``
     -> LoweredFunction | None, ``lower_one_pass(plan, region, views)`` -> LoweredFunction | None.
@@ -108,6 +110,11 @@ class PlanPricing:
             found = self.orders[region.members] = tuple(names)
         return found
 
+    def buffer_homes(self, region: Region) -> dict[str, int]:
+        """The level (0 L1 .. 3 memory) serving the first touch of each of ``region``'s buffers
+        fused, by the plan's own names (a library body's price reads it)."""
+        return region_homes(self.member_homes, region.members)
+
     def region_lowering(self, region: Region) -> RegionLowering:
         found = self.lowerings.get(region.members)
         if found is None:
@@ -171,6 +178,12 @@ class PlanPricing:
             for member, axis in mapping
         )
         result = []
+        contraction = getattr(lowering, "lower_contraction", None)
+        if contraction is not None:
+            self.budget.check()
+            function = contraction(sub, region, views)
+            if function is not None:  # the lowering emits this form whenever it serves: price only it
+                return (FusedForm("microkernel", function_facts(function, self.pricer.contract), ((),)),)
         if lowering.lower_one_pass is not None:
             self.budget.check()
             function = lowering.lower_one_pass(sub, region, views)

@@ -15,7 +15,7 @@ are loop values (``weft.lower.values``); the tiling is read from the tile loop
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
 from weft.lower.access import Access, address_step, load_access
@@ -55,6 +55,54 @@ class AccessFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class OperandFacts:
+    """One buffer a contraction's factor (or its epilogue) reads: its bytes over the whole
+    nest (its own axes' extents)."""
+
+    buffer: str
+    bytes: float
+
+
+@dataclass(frozen=True, slots=True)
+class ContractionFacts:
+    """The microkernel's own structure (``weft.lower.contraction.ContractionNest``): extents,
+    its blocking, what packing reads and evaluates, and the epilogue riding on the tile.
+
+    ``x`` and ``y`` are the buffers each factor loads (after a prologue is inlined: the
+    prologue's inputs); ``x_ops``/``y_ops`` what packing evaluates per packed element beyond
+    the loads (a norm's scale and shift); ``epilogue_ops`` per output point, and
+    ``epilogue_loads`` the buffers the epilogue reads at the output point (bias, residual).
+    ``y_packing`` is how the codegen packs y (``weft.codegen.contraction``): "vector" (lanes
+    along the columns, the factor evaluated per vector), "transposed" (a plain load along the
+    fold: vectors transposed in registers) or "scalar" (element by element); x is always
+    packed element by element (into mr-interleaved micro-panels)."""
+
+    rows: int
+    columns: int
+    fold: int
+    batches: int
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+    column_groups: int
+    parallel_batches: bool
+    pack_x: bool
+    packed_y: bool
+    stream_output: bool
+    fma: bool
+    x: tuple[OperandFacts, ...]
+    y: tuple[OperandFacts, ...]
+    x_ops: OpCounts
+    y_ops: OpCounts
+    y_packing: str
+    output: str
+    epilogue_ops: OpCounts
+    epilogue_loads: tuple[OperandFacts, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NestFacts:
     """One member's nest. ``extents`` holds every axis (output and fold) of the kernel."""
 
@@ -75,7 +123,8 @@ class NestFacts:
     fused_fma: bool = False
     blocks_per_item: int = 1  # vector blocks per work item (0: a whole row of them)
     transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers
-    shape: object | None = None  # its LoopShape, set by ``function_facts``  # Inference: a contraction's multiply-add is one operation
+    shape: object | None = None  # its LoopShape, set by ``function_facts``
+    contraction: ContractionFacts | None = None  # the microkernel: priced from its own blocking
 
     def extent(self, axis: str) -> int:
         return dict(self.extents)[axis]
@@ -101,8 +150,16 @@ class FunctionFacts:
 
 
 def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
+    counted = expr_ops(kernel.body)
+    if kernel.fold is not None:
+        return replace(counted, arithmetic=counted.arithmetic + (0 if fused_fma and kernel.is_contraction else 1))
+    return counted
+
+
+def expr_ops(expr) -> OpCounts:
+    """Vector operations of one evaluation of ``expr`` (loads and constants are free)."""
     arithmetic = exp = log = divide = 0.0
-    stack = [kernel.body]
+    stack = [expr]
     while stack:
         node = stack.pop()
         if isinstance(node, Binary):
@@ -125,8 +182,6 @@ def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
         elif isinstance(node, Cast):
             arithmetic += 0.5
         stack.extend(expr_children(node))
-    if kernel.fold is not None:
-        arithmetic += 0 if fused_fma and kernel.is_contraction else 1
     return OpCounts(arithmetic, exp, log, divide)
 
 
@@ -167,10 +222,13 @@ def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: 
             span = nest.block_vectors * lanes if vector_axis else 1
             chains = nest.block_rows * nest.block_vectors if vector_axis else nest.block_rows
         block_axis, rows, parallel = nest.block_axis, nest.block_rows, nest.parallel
-    store = Load(kernel.output, tuple(AxisIndex(axis.name) for axis in kernel.axes))
-    accesses = [_access(store, views[kernel.output], vector_axis, names, views[kernel.output].pointer in scratch_pointers,
-                        True)]
-    for load in dict.fromkeys(expr_loads(kernel.body)):
+    written = nest.output_buffer if isinstance(nest, ContractionNest) else kernel.output
+    store = Load(written, tuple(AxisIndex(axis.name) for axis in kernel.axes))
+    accesses = [_access(store, views[written], vector_axis, names, views[written].pointer in scratch_pointers, True)]
+    loads = expr_loads(kernel.body)
+    if isinstance(nest, ContractionNest) and nest.epilogue is not None:
+        loads = [*loads, *(load for load in expr_loads(nest.epilogue) if load.buffer in views)]
+    for load in dict.fromkeys(loads):
         view = views[load.buffer]
         accesses.append(_access(load, view, vector_axis, names, view.pointer in scratch_pointers, False))
     return NestFacts(
@@ -191,6 +249,60 @@ def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: 
         fused_fma=fused_fma,
         blocks_per_item=nest.blocks_per_item if isinstance(nest, MemberNest) else 0,
         transposed=isinstance(nest, MemberNest) and nest.transpose_fold,
+        contraction=contraction_facts(nest, views) if isinstance(nest, ContractionNest) else None,
+    )
+
+
+def _operands(expr, views, kernel: Kernel) -> tuple[OperandFacts, ...]:
+    """Each buffer ``expr`` loads, with its bytes over the nest (the extents of the axes its
+    index moves with)."""
+    from weft.ir import expr_loads
+
+    extents = {axis.name: axis.extent for axis in kernel.all_axes}
+    found: dict[str, float] = {}
+    for load in expr_loads(expr):
+        view = views.get(load.buffer)
+        if view is None:  # the sum itself (an epilogue's acc)
+            continue
+        axes = frozenset().union(*(index_axes(index) for index in load.index)) if load.index else frozenset()
+        size = float(view.dtype.itemsize)
+        for axis in axes:
+            size *= extents.get(axis, 1)
+        found[load.buffer] = max(found.get(load.buffer, 0.0), size)
+    return tuple(OperandFacts(buffer, size) for buffer, size in found.items())
+
+
+def _y_packing(nest: ContractionNest, views) -> str:
+    """How ``weft.codegen.contraction`` packs y (the same tests it makes)."""
+    from weft.ir import Load, expr_loads
+
+    column, y = nest.column_axis, nest.y_factor
+    if any(load_access(load, views[load.buffer].strides, column) is Access.CONTIGUOUS for load in expr_loads(y)):
+        return "vector"
+    folds = nest.kernel.fold_axes
+    if isinstance(y, Load) and y.padding is None and len(folds) == 1 and \
+            address_step(y, views[y.buffer].strides, folds[0].name) == 1:
+        return "transposed"
+    return "scalar"
+
+
+def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
+    """The microkernel's numbers (see ``ContractionFacts``): packing evaluates each factor
+    once per packed element, so a prologue's operations count per element of x, not per
+    multiply; the epilogue's per output point."""
+    kernel, b = nest.kernel, nest.blocking
+
+    epilogue = nest.epilogue
+    return ContractionFacts(
+        rows=nest.rows, columns=nest.columns, fold=nest.fold_points, batches=nest.batch_points,
+        mr=b.mr, nr=b.nr, kc=b.kc, mc=b.mc, nc=b.nc, column_groups=b.column_groups,
+        parallel_batches=b.parallel_batches, pack_x=nest.pack_x, packed_y=nest.packed_y is not None,
+        stream_output=nest.stream_output, fma=nest.fma,
+        x=_operands(nest.x_factor, views, kernel), y=_operands(nest.y_factor, views, kernel),
+        x_ops=expr_ops(nest.x_factor), y_ops=expr_ops(nest.y_factor), y_packing=_y_packing(nest, views),
+        output=nest.output_buffer,
+        epilogue_ops=expr_ops(epilogue) if epilogue is not None else OpCounts(),
+        epilogue_loads=_operands(epilogue, views, kernel) if epilogue is not None else (),
     )
 
 

@@ -36,7 +36,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from weft.cost.facts import FunctionFacts, NestFacts, loop_shape, nest_loops
+from weft.cost.facts import ContractionFacts, FunctionFacts, NestFacts, OpCounts, loop_shape, nest_loops
 from weft.cost.machine import LEVELS, MachineProfile
 
 CACHE_SHARE = (0.75, 0.75, 0.6)
@@ -72,6 +72,7 @@ class MachineNumbers:
     log_cycles: float
     divide_cycles: float
     gemm_flops_per_cycle: float
+    fma_flops_per_cycle: float  # one core's FMA peak (FLOPs per cycle): the microkernel's rate
     parallel_region_cycles: float
     line: int
     lanes: int
@@ -104,6 +105,7 @@ def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
         log_cycles=unary("log", 20.0),
         divide_cycles=unary("divide", 2.5),
         gemm_flops_per_cycle=profile.peak_flops(threads) / clock,
+        fma_flops_per_cycle=profile.fma_peak(1) / clock,
         parallel_region_cycles=profile.parallel_region_s * clock if threads > 1 else 0.0,
         line=profile.line_bytes or 64,
         lanes=profile.lanes,
@@ -148,6 +150,8 @@ def price_nest(
     ``tile`` is (tile count, carried member axes, the tile's working set in bytes) for a
     nest inside a fused region's tile loop; ``homes`` the level (0 L1 .. 3 memory) whose
     copy serves each buffer's compulsory bytes."""
+    if nest.contraction is not None and tile is None:
+        return price_contraction(nest.contraction, numbers, homes, parallel_threads)
     tile_count, tiled, tile_bytes = tile if tile is not None else (1, frozenset(), 0.0)
     shape = nest.shape if nest.shape is not None and nest.shape.tiled == tiled else loop_shape(nest, tiled)
     trips = [tile_count] + [t for _, t in nest_loops(nest, extent)]
@@ -243,6 +247,116 @@ def price_nest(
         overhead = NEST_CYCLES + ITEM_CYCLES * items
     share = max(1, parallel_threads)
     return compute / share, data, overhead / share, read, write
+
+
+MICRO_TILE_CYCLES = 8.0  # entering one register tile for one fold block (pointers, loop set-up)
+
+
+def _op_cycles(ops: OpCounts, numbers: MachineNumbers) -> float:
+    """Cycles of one vector evaluation of ``ops``."""
+    return (ops.arithmetic / ARITHMETIC_PER_CYCLE + ops.exp * numbers.exp_cycles + ops.log * numbers.log_cycles
+            + ops.divide * numbers.divide_cycles)
+
+
+def _fitting_level(size: float, numbers: MachineNumbers) -> int:
+    """The nearest level (0 L1 .. 3 memory) whose usable capacity holds ``size`` bytes."""
+    return next((level for level, capacity in enumerate(numbers.capacities) if size <= capacity), 3)
+
+
+def price_contraction(
+    c: ContractionFacts, numbers: MachineNumbers, homes: dict[str, int], threads: int,
+) -> tuple[float, float, float, list[float], list[float]]:
+    """(compute, data, overhead cycles, bytes read per level, bytes written per level) of the
+    contraction microkernel, from its own blocking (``weft.lower.contraction``)::
+
+        for batch point:  for jc in N by nc:  pack y (K x nc)
+            for row block ic in M by mc (parallel):  for pc in K by kc:  pack x (mc x kc)
+                for jr in nc by nr:  for ir in mc by mr:  mr x nr accumulators over kc steps
+
+    Compute: the register tile's vector FMAs at the core's FMA peak (Strict: a multiply and
+    an add per term, twice the operations), a fixed entry per tile and fold block plus its
+    accumulators' stores (and reloads after the first fold block), the epilogue once per
+    output vector, and packing as the codegen packs: y by vectors (the factor's operations per
+    vector), by transposed vectors, or element by element; x element by element, so a
+    prologue's operations (a GELU while packing) cost once per element of x, scalar. Data:
+    x read once per column panel (the first time from its home, then from where it fits),
+    y once, the packed panels streamed by the tile from L1/L2 (the y micro-panel once per row
+    tile, the x block once per column tile), the output written once per fold block (and
+    re-read between them) and the epilogue's operands once. Worked example: a 96 x 64 x 64
+    Inference product, tile 6 x 64, one fold block, one thread: 16 tiles of 6 x 4 vectors x
+    64 steps = 24,576 vector FMAs, at 2 per cycle 12,288 cycles, plus 16 x (8 + 24) tile cycles."""
+    lanes = max(1, numbers.lanes)
+    batches, rows, columns, fold = c.batches, c.rows, c.columns, c.fold
+    row_tiles, column_tiles = -(-rows // c.mr), -(-columns // c.nr)
+    vectors = c.nr // lanes if c.nr >= lanes else 1
+    fold_blocks = -(-fold // max(1, c.kc))
+    panels = -(-columns // max(1, c.nc))
+    padded_rows, padded_columns = row_tiles * c.mr, column_tiles * c.nr
+    fma_per_cycle = max(1e-9, numbers.fma_flops_per_cycle / (2.0 * lanes))
+    terms = batches * padded_rows * column_tiles * vectors * fold
+    compute = terms * (1.0 if c.fma else 2.0) / fma_per_cycle
+    tiles = batches * row_tiles * column_tiles * fold_blocks
+    compute += tiles * (MICRO_TILE_CYCLES + c.mr * vectors) + batches * row_tiles * column_tiles * max(
+        0, fold_blocks - 1) * c.mr * vectors
+    output_vectors = batches * rows * -(-columns // lanes)
+    compute += output_vectors * _op_cycles(c.epilogue_ops, numbers)
+
+    read, write = [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]
+
+    def operand_reads(operands, passes: float) -> None:
+        for operand in operands:  # the first pass from its home, the others from where it fits
+            read[homes.get(operand.buffer, 3)] += operand.bytes
+            if passes > 1:
+                read[_fitting_level(operand.bytes, numbers)] += operand.bytes * (passes - 1)
+
+    def packing(elements: float, ops: OpCounts, kind: str) -> float:
+        if kind == "vector":  # the factor evaluated per vector, one store
+            return elements * (1.0 + _op_cycles(ops, numbers)) / lanes
+        if kind == "transposed":  # vectors along the fold, transposed in registers
+            return elements * (1.0 / lanes + TRANSPOSE_CYCLES)
+        # element by element: a scalar load and store, and each operation once per element
+        return elements * (GATHER_CYCLES + _op_cycles(ops, numbers))
+
+    packed_bytes = 4.0
+    panel_level = _fitting_level(fold * min(c.nc, padded_columns) * packed_bytes, numbers)
+    if not c.packed_y:
+        operand_reads(c.y, 1)
+        compute += packing(batches * fold * columns, c.y_ops, c.y_packing)
+        write[panel_level] += batches * fold * padded_columns * packed_bytes
+    micro_panel = c.kc * c.nr * packed_bytes
+    y_stream = batches * row_tiles * fold * padded_columns * packed_bytes
+    row_blocks = -(-rows // max(1, c.mc))
+    first = min(y_stream, batches * row_blocks * fold * padded_columns * packed_bytes)
+    read[panel_level] += first
+    read[_fitting_level(micro_panel, numbers)] += y_stream - first
+    if c.pack_x:
+        operand_reads(c.x, panels)
+        compute += packing(batches * rows * fold * panels, c.x_ops, "scalar")
+        block_level = _fitting_level(c.mc * c.kc * packed_bytes, numbers)
+        write[block_level] += batches * padded_rows * fold * panels * packed_bytes
+        read[block_level] += batches * padded_rows * fold * column_tiles * packed_bytes
+    else:  # read in place by every column tile
+        operand_reads(c.x, column_tiles)
+        compute += batches * rows * fold * column_tiles * _op_cycles(c.x_ops, numbers) / lanes
+    out = batches * rows * columns * 4.0
+    block_out = _fitting_level(c.mc * min(c.nc, padded_columns) * 4.0, numbers)
+    write[3 if c.stream_output else homes.get(c.output, 3)] += out
+    write[block_out] += out * (fold_blocks - 1)
+    read[block_out] += out * (fold_blocks - 1)
+    operand_reads(c.epilogue_loads, 1)
+
+    serial = threads <= 1
+    read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
+    write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
+    data = sum(read[level] / read_bw[level] + write[level] / write_bw[level] for level in range(4))
+    items = (batches if c.parallel_batches else 1) * row_blocks * max(1, c.column_groups)
+    share = 1.0
+    if threads > 1:  # whole work items per thread: the last round may leave threads idle
+        share = threads * items / (-(-items // threads) * threads)
+    syncs = 1 if c.parallel_batches else batches * panels
+    overhead = NEST_CYCLES + ITEM_CYCLES * items * (1 if c.parallel_batches else batches) / max(1.0, share) + (
+        syncs * numbers.parallel_region_cycles if threads > 1 else 0.0)
+    return compute / max(1.0, share), data, overhead, read, write
 
 
 def price_function(

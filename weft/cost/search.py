@@ -237,12 +237,17 @@ def lower_bound(lowering: RegionLowering, unfused: tuple[FunctionFacts, ...], nu
     threads = numbers.threads
     data = sum(size / numbers.read_bytes_per_cycle[min(home, 3)] for size, home in lowering.compulsory)
     operations = 0.0
+    lanes = max(1, numbers.lanes)
     for facts in unfused:
         for nest in facts.nests:
             points = 1
             for _, extent in nest.extents:
                 points *= extent
-            operations += points / max(1, numbers.lanes) * nest.ops.arithmetic / ARITHMETIC_PER_CYCLE
+            if nest.contraction is not None:  # one FMA per term (Strict: a multiply and an add) at the FMA peak
+                operations += points / lanes * (1.0 if nest.contraction.fma else 2.0) / max(
+                    1e-9, numbers.fma_flops_per_cycle / (2.0 * lanes))
+            else:
+                operations += points / lanes * nest.ops.arithmetic / ARITHMETIC_PER_CYCLE
     from weft.cost.model import NEST_IN_TILE_CYCLES
 
     members = sum(len(facts.nests) for facts in unfused)

@@ -268,12 +268,15 @@ class DecidedPricing:
         return verdict
 
     def body_prices(self, region) -> dict[str, float]:
-        """Each built library body a matcher admits for ``region``, priced from the machine profile."""
+        """Each built library body a matcher admits for ``region``, priced from the machine profile
+        with its streams at the levels the plan leaves them (as the generic forms are priced)."""
         plan = getattr(self.pricing, "plan", None)
         numbers = getattr(getattr(self.pricing, "pricer", None), "numbers", None)
         if plan is None or numbers is None or not region.is_fused:
             return {}
-        return {body.name: float(body.price(match, numbers))
+        homes_of = getattr(self.pricing, "buffer_homes", None)
+        homes = homes_of(region) if homes_of is not None else None
+        return {body.name: float(body.price(match, numbers, homes))
                 for body, match in admissions(plan, region.members, self.key_base["contract"])}
 
     def _decide(self, key: RecordKey, region, priced) -> Decision:

@@ -41,6 +41,19 @@ class LibraryMatch:
         return dict(self.constants)[name]
 
 
+def stream_cycles(reads: tuple[tuple[str, float], ...], writes: tuple[tuple[str, float], ...], numbers,
+                  homes: dict[str, int] | None) -> float:
+    """Cycles to read each (buffer, bytes) of ``reads`` and write each of ``writes`` once: a
+    buffer from the level the plan leaves it at (``homes``, as the generic forms are priced),
+    else from the level the whole set fits."""
+    together = sum(size for _, size in reads) + sum(size for _, size in writes)
+    fits = next((number for number, capacity in enumerate(numbers.capacities) if together <= capacity),
+                len(numbers.capacities))
+    homes = homes or {}
+    return (sum(size / numbers.read_bytes_per_cycle[homes.get(name, fits)] for name, size in reads)
+            + sum(size / numbers.write_bytes_per_cycle[homes.get(name, fits)] for name, size in writes))
+
+
 def _elementwise_load(expr: Expr, axes: tuple[str, ...]) -> str | None:
     if isinstance(expr, Load) and expr.padding is None and tuple(
             index.axis if isinstance(index, AxisIndex) else None for index in expr.index) == axes:
@@ -157,17 +170,18 @@ def match_adam(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | None:
     return LibraryMatch("fused adam", roles, constants, shape, (new_m, new_v, new_param))
 
 
-def price_adam(match: LibraryMatch, numbers) -> float:
-    """Cycles of one pass: 4 streams read and 3 written once each at the memory level their
-    size puts them (the whole set at once), plus one square root and one divide per vector
-    (the divide throughput bounds it when the streams fit in cache)."""
+def price_adam(match: LibraryMatch, numbers, homes: dict[str, int] | None = None) -> float:
+    """Cycles of one pass: 4 streams read and 3 written once each, from and to the levels the
+    plan leaves them at (``homes``; else where the whole set fits), plus one square root and
+    one divide per vector (the divide throughput bounds it when the streams fit in cache)."""
     elements = 1
     for extent in match.shape:
         elements *= extent
-    read_bytes, write_bytes = 4 * 4 * elements, 3 * 4 * elements
-    level = next((number for number, capacity in enumerate(numbers.capacities)
-                  if read_bytes + write_bytes <= capacity), len(numbers.capacities))
-    memory = read_bytes / numbers.read_bytes_per_cycle[level] + write_bytes / numbers.write_bytes_per_cycle[level]
+    size = 4.0 * elements
+    written = set(match.outputs)
+    reads = tuple((name, size) for role, name in match.roles if name not in written)
+    writes = tuple((name, size) for name in match.outputs)
+    memory = stream_cycles(reads, writes, numbers, homes)
     vectors = -(-elements // max(numbers.lanes, 1))
     arithmetic = vectors * 2 * numbers.divide_cycles / max(numbers.threads, 1)
     parallel = numbers.parallel_region_cycles if elements >= 65536 and numbers.threads > 1 else 0.0

@@ -159,12 +159,15 @@ def propose_cross_entropy(plan: Plan, anchor: str, available: frozenset[str]) ->
                   tile_maps=((row, tile_axes),))
 
 
-def price_cross_entropy(match: LibraryMatch, numbers) -> float:
-    """Cycles: the projection's FLOPs at the machine's GEMM rate, the weight streamed once per
-    block of rows from memory, and one exp per logit (vectorised) for the online sum."""
+def price_cross_entropy(match: LibraryMatch, numbers, homes: dict[str, int] | None = None) -> float:
+    """Cycles: the projection's FLOPs at the FMA peak of every thread's core (it runs on the
+    contraction microkernel, priced so in ``weft.cost.model.price_contraction``), the weight
+    streamed once per block of rows from memory, and one exp per logit (vectorised) for the
+    online sum. ``homes`` is not read: the weight is re-streamed per block."""
+    del homes
     rows, classes, dim = (int(match.constant(name)) for name in ("rows", "classes", "dim"))
     flops = 2.0 * rows * classes * dim
-    compute = flops / max(numbers.gemm_flops_per_cycle * numbers.threads, 1e-9)
+    compute = flops / max(numbers.fma_flops_per_cycle * numbers.threads, 1e-9)
     passes = math.ceil(rows / match.constant("row_block"))
     weight = passes * classes * dim * 4 / numbers.read_bytes_per_cycle[3]
     exps = rows * classes / max(numbers.lanes, 1) * numbers.exp_cycles / max(numbers.threads, 1)

@@ -29,8 +29,9 @@ from weft.ir import Binary, Plan, Unary, walk_expr
 class Body:
     """A library body. ``pattern`` names the census matcher that admits it (the generic fused
     lowering serves it: a label); a *built* body has its own ``match`` (plan, members) ->
-    ``LibraryMatch`` | None, which proves it legal, and ``price`` (match, machine numbers)
-    -> cycles; its lowering is ``weft.lower.library`` and its C ``weft.codegen.library``."""
+    ``LibraryMatch`` | None, which proves it legal, and ``price`` (match, machine numbers,
+    homes: the level the plan leaves each buffer at, as the generic forms are priced) -> cycles;
+    its lowering is ``weft.lower.library`` and its C ``weft.codegen.library``."""
 
     name: str
     pattern: str  # the matcher that admits it
@@ -38,7 +39,7 @@ class Body:
     reorders_folds: bool
     note: str
     match: Callable[[Plan, tuple[str, ...]], LibraryMatch | None] | None = None
-    price: Callable[[LibraryMatch, object], float] | None = None
+    price: Callable[[LibraryMatch, object, dict | None], float] | None = None
     propose: Callable | None = None  # (plan, anchor, available) -> a region growth cannot offer, or None
 
     @property

@@ -17,7 +17,7 @@ generic fused form (the row tile in scratch, both folds in the oracle's order) s
 
 from __future__ import annotations
 
-from weft.decide.library.adam import LibraryMatch
+from weft.decide.library.adam import LibraryMatch, stream_cycles
 from weft.ir import AxisIndex, Binary, BinaryOp, Combiner, Const, DType, Load, Plan, Unary, UnaryOp
 
 
@@ -100,13 +100,12 @@ def match_layer_norm(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | Non
     return LibraryMatch("welford layer norm", roles, constants, (rows, dim), members)
 
 
-def price_layer_norm(match: LibraryMatch, numbers) -> float:
-    """Cycles: x read once from where its size puts it and the output written once (the
-    second read of each row hits cache), plus a few vector operations per element."""
+def price_layer_norm(match: LibraryMatch, numbers, homes: dict[str, int] | None = None) -> float:
+    """Cycles: x read once from where the plan leaves it (``homes``; else where its size puts
+    it) and the output written once (the second read of each row hits cache), plus a few
+    vector operations per element."""
     rows, dim = match.shape
-    size = rows * dim * 4
-    level = next((number for number, capacity in enumerate(numbers.capacities) if 2 * size <= capacity),
-                 len(numbers.capacities))
-    memory = size / numbers.read_bytes_per_cycle[level] + size / numbers.write_bytes_per_cycle[level]
+    size = rows * dim * 4.0
+    memory = stream_cycles(((match.role("x"), size),), ((match.role("out"), size),), numbers, homes)
     arithmetic = rows * dim / max(numbers.lanes, 1) * 6 / max(numbers.threads, 1)
     return max(memory, arithmetic)
