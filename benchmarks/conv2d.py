@@ -7,7 +7,7 @@ Three arms per case, interleaved ABC/CBA over ``--rounds`` rounds in one process
 (docs/benchmarking.md): ``torch`` (``F.conv2d`` under ``inference_mode``, its best
 path on CPU, oneDNN), ``weft`` (``weft.nn.conv2d`` compiled Inference at the same
 thread count, as the library chooses its decomposition) and ``weft-direct`` (the direct
-member forced: ``IM2ROW_MIN_GROUP_CHANNELS`` raised past every case), so the choice in
+member forced: ``PATCHES_MIN_GROUP_CHANNELS`` raised past every case), so the choice in
 ``weft/nn/conv.py`` is checked by the same run. Outputs are checked against PyTorch
 first. Prints the median per arm and torch / arm (above 1: faster than PyTorch); the
 JSON result (every round, the load average) goes to ``--out``. On a shared machine
@@ -44,14 +44,14 @@ def compiled_conv(x_shape, w_shape, keywords, threads: int, direct: bool):
     from weft import nn
     from weft.nn import conv
 
-    saved = conv.IM2ROW_MIN_GROUP_CHANNELS
+    saved = conv.PATCHES_MIN_GROUP_CHANNELS
     if direct:
-        conv.IM2ROW_MIN_GROUP_CHANNELS = sys.maxsize
+        conv.PATCHES_MIN_GROUP_CHANNELS = sys.maxsize
     try:
         plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **keywords), weft.spec(x_shape), weft.spec(w_shape),
                           weft.spec((w_shape[0],)))
     finally:
-        conv.IM2ROW_MIN_GROUP_CHANNELS = saved
+        conv.PATCHES_MIN_GROUP_CHANNELS = saved
     return weft.compile(plan, contract="inference", threads=threads)
 
 

@@ -11,6 +11,7 @@ import pytest
 import weft
 import weft.nn as nn
 from weft.errors import ShapeError
+from weft.lower.contraction import ContractionNest
 from weft.oracle import run
 from weft.testing import assert_inference_close, assert_strict_equal
 
@@ -67,19 +68,24 @@ def test_bad_combinations_name_the_fix(x_shape, w_shape, kwargs, pattern):
         weft.trace(lambda x, w: nn.conv2d(x, w, **kwargs), weft.spec(x_shape), weft.spec(w_shape))
 
 
-@pytest.mark.parametrize("out_channels,groups,im2row", [(64, 1, True), (128, 2, True), (16, 4, True),
-                                                          (64, 64, False), (128, 64, False)])
-def test_convolutions_run_as_patches_and_one_contraction_unless_depthwise(out_channels, groups, im2row):
-    """The decomposition the speed depends on: a patches member (in the contraction's (pixel,
-    tap) shape) and one contraction over all pixels, unless each group reads one input
-    channel (depthwise), which keeps the direct member (weft.nn.conv.IM2ROW_MIN_GROUP_CHANNELS)."""
+@pytest.mark.parametrize("out_channels,groups,patches", [(64, 1, True), (128, 2, True), (16, 4, True),
+                                                           (64, 64, False), (128, 64, False)])
+def test_convolutions_run_as_one_contraction_over_the_patch_view(out_channels, groups, patches):
+    """The decomposition the speed depends on: one contraction of the weights (rows) with
+    the input's patch view (columns: every output pixel, read as ``p // OW``, ``p % OW``;
+    no patches buffer), packed run by run (``ColumnSplit``), unless each group reads one
+    input channel (depthwise), which keeps the direct member
+    (weft.nn.conv.PATCHES_MIN_GROUP_CHANNELS)."""
     plan = weft.trace(lambda x, w: nn.conv2d(x, w, padding=1, groups=groups),
                       weft.spec((1, 64, 8, 8)), weft.spec((out_channels, 64 // groups, 3, 3)))
-    names = [member.name for member in plan.members]
-    assert ("conv2d_patches" in names) is im2row, names
-    if im2row:
-        patches = next(member for member in plan.members if member.name == "conv2d_patches")
-        assert [axis.extent for axis in patches.axes] == [1, groups, 64, 64 // groups * 9]
+    # the patch contraction's (n, groups, channels, pixels) output is copied out (no bias here)
+    assert [member.is_contraction for member in plan.members] == ([True, False] if patches else [True])
     contraction = next(member for member in plan.members if member.name == "conv2d")
     fold = [axis.extent for axis in contraction.fold.axes]
-    assert fold == ([64 // groups * 9] if im2row else [64 // groups, 3, 3])
+    assert fold == ([64 // groups * 9] if patches else [64 // groups, 3, 3])
+    assert [axis.extent for axis in contraction.axes] == ([1, groups, out_channels // groups, 64] if patches
+                                                          else [1, out_channels, 8, 8])
+    if patches:
+        nest = weft.compile(plan, contract="inference").lowered.functions[0].nests[0]
+        assert isinstance(nest, ContractionNest) and nest.y_split is not None
+        assert nest.y_split.width == 8 and (nest.row_axes, nest.column_axis) == (("o",), "p")

@@ -24,10 +24,37 @@ adds it to its own accumulator; partial sums between fold blocks wait in the out
 from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
-from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, IndexOf, Load, Unary, UnaryOp, expr_loads
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Const,
+    DType,
+    IndexOf,
+    Load,
+    Unary,
+    UnaryOp,
+    expr_axes,
+    expr_loads,
+)
+from weft.ir.verify import index_range
 from weft.lower.access import Access, address_step, load_access
-from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
+from weft.lower.contraction import (
+    SPLIT_QUOTIENT,
+    SPLIT_REMAINDER,
+    X_SLOT,
+    Y_SLOT,
+    ContractionNest,
+    acc_at,
+    remainder_step,
+)
 from weft.lower.nest import LoweredFunction
+
+# Micro-panels of a patch view packed together (``pack_y_split``): each fold step reads
+# 4 x 64 consecutive columns (output pixels) of one input channel instead of 64, so the
+# reads run along the input's rows (one K-row jump per 64 columns stalled every load of a
+# 576-channel 1x1 convolution on memory); still a dozen pieces of work for two threads.
+SPLIT_BAND = 4
 
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
 
@@ -107,14 +134,18 @@ class _ContractionWriter:
             for load in expr_loads(self.nest.y_factor)
         )
 
-    def pack_y(self, depth: int) -> None:
+    def pack_y(self, depth: int, band: int = 1, dst: str | None = None) -> None:
         """One nr-wide micro-panel ``wf_jp`` of y over every fold step: ``wf_yp[jp][k][nr]``
-        (zeros past the columns)."""
+        (zeros past the columns), at ``dst`` if given; a patch view packs ``band``
+        micro-panels from ``wf_jp``."""
         nest, b = self.nest, self.nest.blocking
         lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
-        self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
+        self.emit(depth, f"float *wf_dst = {dst or f'wf_yp + wf_jp * {nr * k_total}'};")
+        if nest.y_split is not None:
+            self.pack_y_split(depth, band)
+            return
         if not self.column_contiguous() and self.fold_contiguous_y():
             self.pack_y_transposed(depth)
             return
@@ -144,6 +175,58 @@ class _ContractionWriter:
         self.emit(depth, "}")
         if self.column_contiguous():
             self.emit(depth - 1, "}")
+
+    def pack_y_split(self, depth: int, band: int) -> None:
+        """A patch view (``ColumnSplit``): ``band`` micro-panels at once (one input row is read
+        along, not one short piece of each of K rows per panel), per fold step the columns as
+        pieces of one quotient ``q`` (an output row) inside one micro-panel, each piece a zero
+        fill, a strided copy of the in-range remainders (bounds solved once per piece, not
+        checked per element) and a zero fill; zeros past the columns."""
+        nest, b = self.nest, self.nest.blocking
+        nr, n, k_total = b.nr, nest.columns, nest.fold_points
+        split = nest.y_split
+        width, load = split.width, split.load
+        view = self.views[load.buffer]
+        self.emit(depth, f"const long wf_nv = wfc_minl({band * nr}, wfc_minl({n}, wf_jc + {b.nc}) - wf_nb);")
+        self.emit(depth, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+        d = depth + 1
+        env = {**self.batch_env(), **self.fold_env(d, "wf_kk"), SPLIT_QUOTIENT: "wf_q", SPLIT_REMAINDER: "0"}
+        extents = {**self.extents, SPLIT_QUOTIENT: -(-n // width), SPLIT_REMAINDER: width}
+        self.emit(d, "long wf_cc = 0;")
+        self.emit(d, f"for (long wf_q = wf_nb / {width}, wf_r0 = wf_nb % {width}; wf_cc < wf_nv; ) {{")
+        d += 1
+        self.emit(d, f"float *wf_row = wf_dst + (wf_cc / {nr}) * {nr * k_total} + wf_kk * {nr} + wf_cc % {nr} - wf_r0;")
+        self.emit(d, f"const long wf_r1 = wf_r0 + wfc_minl(wfc_minl({width} - wf_r0, wf_nv - wf_cc), {nr} - wf_cc % {nr});")
+        self.emit(d, "long wf_lo = wf_r0, wf_hi = wf_r1;")
+        renderer = BodyRenderer(self.views, extents, nest.lanes, self.lines, "    " * d, self.counter, env)
+        for position, index in enumerate(load.index):
+            bounds = index_range(index, extents)
+            if load.padding is None or (bounds is not None and bounds[0] >= 0 and bounds[1] < view.shape[position]):
+                continue
+            extent = view.shape[position]
+            step = remainder_step(index)
+            at_zero = renderer.local(DType.INT64, False, renderer.index(index)).code
+            if step == 0:
+                self.emit(d, f"if ((uint64_t){at_zero} >= (uint64_t){extent}) wf_hi = wf_lo;")
+            else:  # 0 <= at_zero + step * r < extent
+                first = renderer.local(DType.INT64, False, f"-wfc_floordiv({at_zero}, {step})").code
+                self.emit(d, f"if (wf_lo < {first}) wf_lo = {first};")
+                self.emit(d, f"wf_hi = wfc_minl(wf_hi, wfc_floordiv({extent - 1} - {at_zero}, {step}) + 1);")
+        if load.padding is not None:
+            self.emit(d, "if (wf_hi < wf_lo) wf_hi = wf_lo;")
+            pad = c_literal(load.padding, DType.FLOAT32)
+            self.emit(d, f"for (long wf_r = wf_r0; wf_r < wf_lo; wf_r++) wf_row[wf_r] = {pad};")
+        base = renderer.local(DType.INT64, False, renderer.address(view, load.index)).code
+        step = sum(remainder_step(index) * stride for index, stride in zip(load.index, view.strides, strict=True))
+        self.emit(d, f"for (long wf_r = wf_lo; wf_r < wf_hi; wf_r++) wf_row[wf_r] = {view.pointer}[{base} + wf_r * {step}];")
+        if load.padding is not None:
+            self.emit(d, f"for (long wf_r = wf_hi; wf_r < wf_r1; wf_r++) wf_row[wf_r] = {pad};")
+        self.emit(d, "wf_cc += wf_r1 - wf_r0;")
+        self.emit(d, f"if (wf_r1 == {width}) {{ wf_q++; wf_r0 = 0; }} else wf_r0 = wf_r1;")
+        d -= 1
+        self.emit(d, "}")
+        self.emit(d, f"for (; wf_cc % {nr}; wf_cc++) wf_dst[(wf_cc / {nr}) * {nr * k_total} + wf_kk * {nr} + wf_cc % {nr}] = 0.0f;")
+        self.emit(depth, "}")
 
     def fold_contiguous_y(self) -> bool:
         """y is one plain load whose address steps by one element per fold step (a linear's
@@ -381,8 +464,92 @@ class _ContractionWriter:
         self.emit(d + 1, "}")
         self.emit(d, "}")
 
+    def write_split(self, indent: int) -> None:
+        """A patch view's nest (``weft.lower.contraction.split_blocking``): x packed whole,
+        once per call (every x batch point, row block and fold block, then a barrier); then
+        each thread takes (batch point, band) items: packs the band of y into its own
+        buffer and runs every row block and fold block over it."""
+        nest, b = self.nest, self.nest.blocking
+        n, k_total, m, nr = nest.columns, nest.fold_points, nest.rows, b.nr
+        band = nest.y_split.band
+        row_blocks, k_blocks, panels = -(-m // b.mc), -(-k_total // b.kc), -(-n // nr)
+        bands = -(-panels // band)
+        x_axes = expr_axes(nest.x_factor)
+        x_batch = tuple(axis for axis in nest.batch_axes if axis in x_axes)
+        x_points = 1
+        for axis in x_batch:
+            x_points *= self.extents[axis]
+        block = b.mc * b.kc
+        blocks = x_points * row_blocks * k_blocks
+        d = indent
+        self.emit(d, f"{{ /* member {nest.name}: {nest.describe()} */")
+        d += 1
+        self.emit(d, f"float *wf_xall = (float *)aligned_alloc(64, {-(-blocks * block * 4 // 64) * 64});")
+        if nest.parallel:
+            self.emit(d, "#pragma omp parallel")
+        self.emit(d, "{")
+        d += 1
+        self.emit(d, f"float *wf_yp = (float *)aligned_alloc(64, {band * nr * k_total * 4});")
+        if nest.parallel:
+            self.emit(d, "#pragma omp for schedule(static)")
+        self.emit(d, f"for (long wf_xi = 0; wf_xi < {blocks}; wf_xi++) {{")
+        self.emit(d + 1, f"const long wf_xt = wf_xi / {row_blocks * k_blocks}, wf_xb = wf_xi % {row_blocks * k_blocks};")
+        self.emit(d + 1, "(void)wf_xt;")
+        if x_batch:
+            self.decode(d + 1, "wf_xt", x_batch, {axis: self.var[axis] for axis in x_batch})
+        self.emit(d + 1, f"const long wf_ic = (wf_xb / {k_blocks}) * {b.mc}, wf_pc = (wf_xb % {k_blocks}) * {b.kc};")
+        self.emit(d + 1, f"const long wf_mc = wfc_minl({b.mc}, {m} - wf_ic), wf_kc = wfc_minl({b.kc}, {k_total} - wf_pc);")
+        self.emit(d + 1, f"float *wf_xp = wf_xall + wf_xi * {block}L;")
+        self.pack_x(d + 1)
+        self.emit(d, "}")
+        if nest.parallel:
+            self.emit(d, "#pragma omp for schedule(dynamic, 1)")
+        self.emit(d, f"for (long wf_item = 0; wf_item < {nest.batch_points * bands}; wf_item++) {{")
+        d += 1
+        self.emit(d, f"const long wf_bt = wf_item / {bands}, wf_jp = (wf_item % {bands}) * {band}, wf_jc = 0;")
+        if nest.batch_axes:
+            self.decode(d, "wf_bt", nest.batch_axes, self.batch_env())
+        x_point = "0"
+        for axis in x_batch:
+            x_point = f"({x_point}) * {self.extents[axis]} + {self.var[axis]}"
+        self.emit(d, f"const long wf_xt = {x_point};")
+        self.pack_y(d, band, "wf_yp")
+        self.emit(d, f"for (long wf_ic = 0; wf_ic < {m}; wf_ic += {b.mc}) {{")
+        self.emit(d + 1, f"const long wf_mc = wfc_minl({b.mc}, {m} - wf_ic);")
+        self.emit(d + 1, f"for (long wf_pc = 0; wf_pc < {k_total}; wf_pc += {b.kc}) {{")
+        inner = d + 2
+        self.emit(inner, f"const long wf_kc = wfc_minl({b.kc}, {k_total} - wf_pc);")
+        self.emit(inner, f"const float *wf_xp = wf_xall + ((wf_xt * {row_blocks} + wf_ic / {b.mc}) * {k_blocks}"
+                         f" + wf_pc / {b.kc}) * {block}L;")
+        self.emit(inner, f"for (long wf_jq = wf_jp; wf_jq < wfc_minl(wf_jp + {band}, {panels}); wf_jq++) {{")
+        self.emit(inner + 1, f"const float *wf_ypp = wf_yp + (wf_jq - wf_jp) * {nr * k_total} + wf_pc * {nr};")
+        self.emit(inner + 1, f"const long wf_n0 = wf_jq * {nr};")
+        self.emit(inner + 1, f"const long wf_ncols = wfc_minl({nr}, {n} - wf_n0);")
+        self.emit(inner + 1, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
+        self.micro_tile(inner + 2)
+        self.emit(inner + 1, "}")
+        self.emit(inner, "}")
+        self.emit(d + 1, "}")
+        self.emit(d, "}")
+        d -= 1
+        self.emit(d, "}")
+        if nest.stream_output:
+            guard = "__AVX512F__" if nest.lanes == 16 else "__AVX__"
+            self.emit(0, f"#if defined({guard})")
+            self.emit(d, "_mm_sfence();")
+            self.emit(0, "#endif")
+        self.emit(d, "free(wf_yp);")
+        d -= 1
+        self.emit(d, "}")
+        self.emit(d, "free(wf_xall);")
+        d -= 1
+        self.emit(d, "}")
+
     def write(self, indent: int) -> None:
         nest, b = self.nest, self.nest.blocking
+        if nest.y_split is not None and nest.pack_x and nest.packed_y is None:
+            self.write_split(indent)
+            return
         n, k_total, m = nest.columns, nest.fold_points, nest.rows
         prepacked = nest.packed_y is not None
         shared = nest.parallel and not b.parallel_batches and not prepacked  # threads share y's panel (barriers)
@@ -417,8 +584,9 @@ class _ContractionWriter:
         else:
             if shared:
                 self.emit(d, "#pragma omp for schedule(static)")
-            self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
-            self.pack_y(d + 1)
+            band = SPLIT_BAND if nest.y_split is not None else 1
+            self.emit(d, f"for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp += {band}) {{")
+            self.pack_y(d + 1, band)
             self.emit(d, "}")
         if nest.parallel and not b.parallel_batches:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")
