@@ -38,7 +38,7 @@ from weft.ir import (
     expr_loads,
 )
 from weft.ir.verify import index_range
-from weft.lower.access import Access, address_step, load_access
+from weft.lower.access import Access, address_step, flat_address, load_access
 from weft.lower.contraction import (
     SPLIT_QUOTIENT,
     SPLIT_REMAINDER,
@@ -216,7 +216,9 @@ class _ContractionWriter:
             self.emit(d, "if (wf_hi < wf_lo) wf_hi = wf_lo;")
             pad = c_literal(load.padding, DType.FLOAT32)
             self.emit(d, f"for (long wf_r = wf_r0; wf_r < wf_lo; wf_r++) wf_row[wf_r] = {pad};")
-        base = renderer.local(DType.INT64, False, renderer.address(view, load.index)).code
+        flat = flat_address(load.index, view.strides) if all(offset == 0 for offset in view.offsets) else None
+        address = renderer.index(flat) if flat is not None else renderer.address(view, load.index)
+        base = renderer.local(DType.INT64, False, address).code
         step = sum(remainder_step(index) * stride for index, stride in zip(load.index, view.strides, strict=True))
         self.emit(d, f"for (long wf_r = wf_lo; wf_r < wf_hi; wf_r++) wf_row[wf_r] = {view.pointer}[{base} + wf_r * {step}];")
         if load.padding is not None:
@@ -274,6 +276,17 @@ class _ContractionWriter:
                              f"{view.pointer}[{scalar_address}] : 0.0f;")
         self.emit(depth, "}")
 
+    def flat_load(self, factor) -> tuple[str, object] | None:
+        """(pointer, address) of a plain float load whose reshape divisions cancel in its
+        address (``weft.lower.access.flat_address``: a convolution's weight read by tap)."""
+        if not isinstance(factor, Load) or factor.padding is not None or not all(_plain(i) for i in factor.index):
+            return None
+        view = self.views[factor.buffer]
+        if view.dtype is not DType.FLOAT32 or any(offset != 0 for offset in view.offsets):
+            return None
+        address = flat_address(factor.index, view.strides)
+        return None if address is None else (view.pointer, address)
+
     def pack_x(self, depth: int) -> None:
         """The row block at ``wf_ic``: ``wf_xp[row / mr][kk][row % mr]`` (zeros past the rows)."""
         nest, b = self.nest, self.nest.blocking
@@ -286,8 +299,9 @@ class _ContractionWriter:
         self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
         env = {**self.batch_env(), **names, **self.fold_env(depth + 3, "wf_pc + wf_kk")}
         renderer = self.renderer(depth + 3, env)
-        value = renderer.render(nest.x_factor)
-        renderer.emit(f"wf_dst[wf_kk * {mr}] = {value.code};")
+        flat = self.flat_load(nest.x_factor)
+        code = f"{flat[0]}[{renderer.index(flat[1])}]" if flat else renderer.render(nest.x_factor).code
+        renderer.emit(f"wf_dst[wf_kk * {mr}] = {code};")
         self.emit(depth + 2, "}")
         self.emit(depth + 1, "} else {")
         self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) wf_dst[wf_kk * {mr}] = 0.0f;")
