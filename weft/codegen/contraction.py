@@ -143,6 +143,9 @@ class _ContractionWriter:
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
         self.emit(depth, f"float *wf_dst = {dst or f'wf_yp + wf_jp * {nr * k_total}'};")
+        if nest.y_split is not None and nest.y_split.flat:
+            self.pack_y_flat(depth, band)
+            return
         if nest.y_split is not None:
             self.pack_y_split(depth, band)
             return
@@ -215,11 +218,12 @@ class _ContractionWriter:
         if load.padding is not None:
             self.emit(d, "if (wf_hi < wf_lo) wf_hi = wf_lo;")
             pad = c_literal(load.padding, DType.FLOAT32)
-            self.emit(d, f"for (long wf_r = wf_r0; wf_r < wf_lo; wf_r++) wf_row[wf_r] = {pad};")
         flat = flat_address(load.index, view.strides) if all(offset == 0 for offset in view.offsets) else None
         address = renderer.index(flat) if flat is not None else renderer.address(view, load.index)
         base = renderer.local(DType.INT64, False, address).code
         step = sum(remainder_step(index) * stride for index, stride in zip(load.index, view.strides, strict=True))
+        if load.padding is not None:
+            self.emit(d, f"for (long wf_r = wf_r0; wf_r < wf_lo; wf_r++) wf_row[wf_r] = {pad};")
         self.emit(d, f"for (long wf_r = wf_lo; wf_r < wf_hi; wf_r++) wf_row[wf_r] = {view.pointer}[{base} + wf_r * {step}];")
         if load.padding is not None:
             self.emit(d, f"for (long wf_r = wf_hi; wf_r < wf_r1; wf_r++) wf_row[wf_r] = {pad};")
@@ -228,6 +232,74 @@ class _ContractionWriter:
         d -= 1
         self.emit(d, "}")
         self.emit(d, f"for (; wf_cc % {nr}; wf_cc++) wf_dst[(wf_cc / {nr}) * {nr * k_total} + wf_kk * {nr} + wf_cc % {nr}] = 0.0f;")
+        self.emit(depth, "}")
+
+    def pack_y_flat(self, depth: int, band: int) -> None:
+        """A flat patch view (``ColumnSplit.flat``: address ``A + p * step``): per fold step
+        and micro-panel one copy of the columns whose row is inside the input, the padding
+        around it, then the padding over the halo columns of each output row in it."""
+        nest, b = self.nest, self.nest.blocking
+        nr, n, k_total = b.nr, nest.columns, nest.fold_points
+        width, load = nest.y_split.width, nest.y_split.load
+        view = self.views[load.buffer]
+        pad = c_literal(load.padding or 0.0, DType.FLOAT32)
+        step = sum(remainder_step(index) * stride for index, stride in zip(load.index, view.strides, strict=True))
+        self.emit(depth, f"const long wf_nv = wfc_minl({band * nr}, wfc_minl({n}, wf_jc + {b.nc}) - wf_nb);")
+        self.emit(depth, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
+        d = depth + 1
+        env = {**self.batch_env(), **self.fold_env(d, "wf_kk"), SPLIT_QUOTIENT: "0", SPLIT_REMAINDER: "0"}
+        extents = {**self.extents, SPLIT_QUOTIENT: -(-n // width), SPLIT_REMAINDER: width}
+        renderer = BodyRenderer(self.views, extents, nest.lanes, self.lines, "    " * d, self.counter, env)
+        flat = flat_address(load.index, view.strides)
+        address = renderer.index(flat) if flat is not None else renderer.address(view, load.index)
+        base = renderer.local(DType.INT64, False, address).code
+        self.emit(d, f"long wf_plo = wf_nb, wf_phi = wf_nb + wf_nv, wf_rlo = 0, wf_rhi = {width};")
+        halo = False
+        for position, index in enumerate(load.index):
+            bounds = index_range(index, extents)
+            if load.padding is None or (bounds is not None and bounds[0] >= 0 and bounds[1] < view.shape[position]):
+                continue
+            extent = view.shape[position]
+            along_q, along_r = remainder_step(index, SPLIT_QUOTIENT), remainder_step(index)
+            at_zero = renderer.local(DType.INT64, False, renderer.index(index)).code
+            if not along_q and not along_r:
+                self.emit(d, f"if ((uint64_t){at_zero} >= (uint64_t){extent}) wf_phi = wf_plo;")
+                continue
+            low, high, a = ("wf_plo", "wf_phi", along_q) if along_q else ("wf_rlo", "wf_rhi", along_r)
+            scale = f" * {width}" if along_q else ""
+            first = renderer.local(DType.INT64, False, f"-wfc_floordiv({at_zero}, {a}){scale}").code
+            last = renderer.local(DType.INT64, False, f"(wfc_floordiv({extent - 1} - {at_zero}, {a}) + 1){scale}").code
+            self.emit(d, f"if ({low} < {first}) {low} = {first};")
+            self.emit(d, f"if ({high} > {last}) {high} = {last};")
+            halo = halo or bool(along_r)
+        if load.padding is not None:  # the copy stays inside the buffer (the halo lanes are padded after)
+            size = 1 + sum((extent - 1) * stride for extent, stride in zip(view.shape, view.strides, strict=True))
+            first = renderer.local(DType.INT64, False, f"-wfc_floordiv({base}, {step})").code
+            last = renderer.local(DType.INT64, False, f"wfc_floordiv({size - 1} - {base}, {step}) + 1").code
+            self.emit(d, f"if (wf_plo < {first}) wf_plo = {first};")
+            self.emit(d, f"if (wf_phi > {last}) wf_phi = {last};")
+            self.emit(d, "if (wf_phi < wf_plo) wf_phi = wf_plo;")
+        self.emit(d, f"for (long wf_j = 0; wf_j * {nr} < wf_nv; wf_j++) {{")
+        d += 1
+        self.emit(d, f"const long wf_c0 = wf_nb + wf_j * {nr}, wf_c1 = wfc_minl(wf_c0 + {nr}, wf_nb + wf_nv);")
+        self.emit(d, f"float *wf_row = wf_dst + wf_j * {nr * k_total} + wf_kk * {nr};")
+        self.emit(d, "const long wf_lo = wf_plo < wf_c0 ? wf_c0 : wf_plo > wf_c1 ? wf_c1 : wf_plo;")
+        self.emit(d, "const long wf_hi = wf_phi < wf_lo ? wf_lo : wf_phi > wf_c1 ? wf_c1 : wf_phi;")
+        self.emit(d, f"for (long wf_c = wf_c0; wf_c < wf_lo; wf_c++) wf_row[wf_c - wf_c0] = {pad};")
+        self.emit(d, f"for (long wf_c = wf_lo; wf_c < wf_hi; wf_c++) wf_row[wf_c - wf_c0] = "
+                     f"{view.pointer}[{base} + wf_c * {step}];")
+        self.emit(d, f"for (long wf_c = wf_hi; wf_c < wf_c1; wf_c++) wf_row[wf_c - wf_c0] = {pad};")
+        self.emit(d, f"for (long wf_c = wf_c1; wf_c < wf_c0 + {nr}; wf_c++) wf_row[wf_c - wf_c0] = 0.0f;")
+        if halo:
+            self.emit(d, f"if (wf_rlo > 0 || wf_rhi < {width}) {{")
+            self.emit(d + 1, f"for (long wf_s = wf_lo / {width} * {width}; wf_s < wf_hi; wf_s += {width}) {{")
+            for start, end in (("wf_s", "wf_s + wf_rlo"), ("wf_s + wf_rhi", f"wf_s + {width}")):
+                self.emit(d + 2, f"for (long wf_c = ({start}) > wf_lo ? ({start}) : wf_lo; wf_c < wfc_minl({end}, wf_hi); wf_c++) "
+                                 f"wf_row[wf_c - wf_c0] = {pad};")
+            self.emit(d + 1, "}")
+            self.emit(d, "}")
+        d -= 1
+        self.emit(d, "}")
         self.emit(depth, "}")
 
     def fold_contiguous_y(self) -> bool:

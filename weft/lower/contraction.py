@@ -111,6 +111,13 @@ class ColumnSplit:
     width: int
     load: Load
     band: int = 1  # micro-panels a thread packs and multiplies at once (split_blocking)
+    flat: bool = False  # the address is affine in the column itself (see below)
+
+    # ``flat``: one quotient step moves the address as far as ``width`` remainder steps
+    # (a stride-1 convolution whose padded width is the input's, a 1x1 one): then the
+    # address is ``A + p * step`` over the whole panel, every dimension moves with only one
+    # of quotient and remainder, and packing is one copy per micro-panel plus zeros where a
+    # row (quotient) or a column (remainder) of the halo falls outside the input.
 
 
 def split_blocking(split: ColumnSplit, blocking: Blocking, rows: int, columns: int, fold: int,
@@ -162,10 +169,22 @@ def _split_index(index: IndexExpr, column: str, width: list[int]) -> IndexExpr |
     return None
 
 
-def remainder_step(index: IndexExpr) -> int | None:
-    """How much a split index moves per remainder step (None: not affine in it)."""
-    analysed = unwrapped_step(index, SPLIT_REMAINDER)
+def remainder_step(index: IndexExpr, axis: str = SPLIT_REMAINDER) -> int | None:
+    """How much a split index moves per remainder (or quotient) step (None: not affine in it)."""
+    analysed = unwrapped_step(index, axis)
     return None if analysed is None or analysed[1] else analysed[0]
+
+
+def _flat(split: ColumnSplit, view: BufferView) -> bool:
+    if any(offset != 0 for offset in view.offsets):
+        return False
+    along_r = [remainder_step(index) for index in split.load.index]
+    along_q = [remainder_step(index, SPLIT_QUOTIENT) for index in split.load.index]
+    if any(step is None or step < 0 for step in along_q) or any(r and q for r, q in zip(along_r, along_q, strict=True)):
+        return False
+    step_r = sum(r * stride for r, stride in zip(along_r, view.strides, strict=True))
+    step_q = sum(q * stride for q, stride in zip(along_q, view.strides, strict=True))
+    return step_r > 0 and step_q == split.width * step_r
 
 
 def column_split(y: Expr, column: str) -> ColumnSplit | None:
@@ -349,8 +368,8 @@ class ContractionNest:
             tail = f"; prologue {' '.join(self.prologue)} while packing" + tail
         packing = "x, y packed" if self.pack_x else "y packed, x in place"
         if self.y_split is not None:
-            packing = packing.replace("y packed", f"y packed by runs of {self.y_split.width} columns,"
-                                      f" bands of {self.y_split.band} panels")
+            runs = "one run" if self.y_split.flat else f"runs of {self.y_split.width} columns"
+            packing = packing.replace("y packed", f"y packed by {runs}, bands of {self.y_split.band} panels")
         if self.packed_y is not None:
             packing = packing.replace("y packed", "y packed at bind")
         if self.stream_output:
@@ -486,6 +505,7 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
     split = column_split(y, column) if pack_x and not _column_contiguous(y, column, views) else None
     if split is not None:
+        split = dataclasses.replace(split, flat=_flat(split, views[split.load.buffer]))
         split, blocking = split_blocking(split, blocking, m, n, k, _cache_sizes()[1], batches)
     touched = dict.fromkeys((kernel.output, *(load.buffer for load in expr_loads(x) + expr_loads(y))))
     work = m * n * k * batches
