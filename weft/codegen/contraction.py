@@ -50,12 +50,6 @@ from weft.lower.contraction import (
 )
 from weft.lower.nest import LoweredFunction
 
-# Micro-panels of a patch view packed together (``pack_y_split``): each fold step reads
-# 4 x 64 consecutive columns (output pixels) of one input channel instead of 64, so the
-# reads run along the input's rows (one K-row jump per 64 columns stalled every load of a
-# 576-channel 1x1 convolution on memory); still a dozen pieces of work for two threads.
-SPLIT_BAND = 4
-
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
 
 
@@ -371,7 +365,8 @@ class _ContractionWriter:
         self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
         env = {**self.batch_env(), **names, **self.fold_env(depth + 3, "wf_pc + wf_kk")}
         renderer = self.renderer(depth + 3, env)
-        flat = self.flat_load(nest.x_factor)
+        # (only a patch view's weights so far: other workloads' packing is left as measured)
+        flat = self.flat_load(nest.x_factor) if nest.y_split is not None else None
         code = f"{flat[0]}[{renderer.index(flat[1])}]" if flat else renderer.render(nest.x_factor).code
         renderer.emit(f"wf_dst[wf_kk * {mr}] = {code};")
         self.emit(depth + 2, "}")
@@ -670,9 +665,8 @@ class _ContractionWriter:
         else:
             if shared:
                 self.emit(d, "#pragma omp for schedule(static)")
-            band = SPLIT_BAND if nest.y_split is not None else 1
-            self.emit(d, f"for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp += {band}) {{")
-            self.pack_y(d + 1, band)
+            self.emit(d, "for (long wf_jp = 0; wf_jp < wf_npanels; wf_jp++) {")
+            self.pack_y(d + 1)
             self.emit(d, "}")
         if nest.parallel and not b.parallel_batches:
             self.emit(d, "#pragma omp for schedule(dynamic, 1)")

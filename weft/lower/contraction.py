@@ -500,10 +500,11 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         for leaf in _product_leaves(kernel.body):
             if isinstance(leaf, Const):
                 scale *= float(leaf.value)
-    pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
+    # a patch view's nest packs x (its weights) once per call, whatever the columns (write_split)
+    split = column_split(y, column) if not _column_contiguous(y, column, views) else None
+    pack_x = split is not None or not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
         blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
-    split = column_split(y, column) if pack_x and not _column_contiguous(y, column, views) else None
     if split is not None:
         split = dataclasses.replace(split, flat=_flat(split, views[split.load.buffer]))
         split, blocking = split_blocking(split, blocking, m, n, k, _cache_sizes()[1], batches)
