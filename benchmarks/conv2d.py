@@ -1,4 +1,5 @@
-"""conv2d against PyTorch eager: the example CNN's shapes, a ResNet-like 3x3, grouped, depthwise, unbatched.
+"""conv2d against PyTorch eager: the example CNN's shapes, ResNet-like 3x3 (stride 1 and 2), grouped,
+depthwise, unbatched, 1x1 and SAM 3's 14x14 stride-14 patch embedding.
 
     python benchmarks/conv2d.py --threads 1
     python benchmarks/conv2d.py --threads 2 --cases resnet3x3,depthwise
@@ -36,6 +37,9 @@ CASES = {
     "grouped4": ((1, 64, 28, 28), (64, 16, 3, 3), {"padding": 1, "groups": 4}),
     "depthwise": ((1, 64, 56, 56), (64, 1, 3, 3), {"padding": 1, "groups": 64}),
     "unbatched": ((64, 28, 28), (64, 64, 3, 3), {"padding": 1}),
+    "resnet3x3-s2": ((1, 64, 56, 56), (128, 64, 3, 3), {"stride": 2, "padding": 1}),
+    "pointwise": ((1, 256, 28, 28), (128, 256, 1, 1), {}),  # 1x1
+    "sam3-patch": ((1, 3, 1008, 1008), (1024, 3, 14, 14), {"stride": 14}),  # SAM 3's patch embedding
 }
 
 

@@ -9,22 +9,22 @@ One contraction member folding (c, ky, kx) over the channels of the output's gro
 The halo reads through a zero-padded Load. ``"same"`` pads d*(k-1) in total per dim, the
 extra one at the bottom/right, as PyTorch does (stride 1 only, as PyTorch). A bias adds a member.
 
-Unless each group reads one input channel (depthwise), the convolution is instead a
-*patches* member (im2row: one row of ``C/groups * KH * KW`` taps per output pixel, the halo
-zero-padded) and one contraction over all output pixels of each image and group::
+Unless each group reads one input channel (depthwise), the convolution is instead one
+contraction of the weights (rows) with the input's *patch view* (columns: every output
+pixel of the image and group), folding the taps ``t = (c*KH + ky)*KW + kx`` ascending (the
+direct member's order)::
 
-    patches[n, g, p, t] = in[n, g*Cg + c, y*sy + ky*dy - top, x*sx + kx*dx - left]
-        (p = y*OW + x, t = (c*KH + ky)*KW + kx)
-    out[n, g, p, o'] = sum_t patches[n, g, p, t] * w[g*Og + o', c, ky, kx]
+    out[n, g, o', p] = sum_t w[g*Og + o', c, ky, kx]
+                             * in[n, g*Cg + c, (p // OW)*sy + ky*dy - top, (p % OW)*sx + kx*dx - left]
 
-so the contraction microkernel runs one GEMM of (OH*OW) x Og x (Cg*KH*KW), reading the
-patches in place, instead of one small GEMM per output row (the direct member's rows are
-only OW pixels wide). The fold order, (c, ky, kx) ascending, is the direct member's.
-Measured on a shared 2-core machine at 1 thread (sum of each function's best time, one
-process): 64 -> 64 channels 3x3 on 56x56 3.8 ms against 18.4 ms direct, 128 -> 128 on
-28x28 4.8 against 24.7, the example CNN's first conv 0.09 against 0.24, groups=4 2.4
-against 3.4; depthwise 3x3 (9 taps per pixel) 3.6 against 0.16, so depthwise keeps the
-direct member. ``benchmarks/conv2d.py`` compares both with PyTorch.
+and the output is (N, C, H, W) as written (``out`` reshaped, a view). The patch view is an
+index map, never a buffer: the contraction microkernel packs it run by run of one output
+row (``weft.lower.contraction.ColumnSplit``; one copy per micro-panel when a stride-1
+view's padded width is the input's), packs the weights once per call and gives each
+thread bands of output pixels (``split_blocking``), so the K x (OH*OW) patches are never
+written and read back. A 1x1 convolution is the same contraction over the input as a
+(C, H*W) matrix; depthwise keeps the direct member (9 taps of work per packed element
+would not pay for the packing). ``benchmarks/conv2d.py`` compares both with PyTorch.
 """
 
 from __future__ import annotations
