@@ -100,6 +100,8 @@ PATCH_VIEW_CASES = [  # input, weight, keywords, whether the patch view packs fl
     ((1, 4, 12, 20), (6, 4, 2, 4), dict(padding="same"), True),  # halo 0/1 rows, 1/2 columns
     ((1, 3, 10, 18), (4, 3, 3, 3), dict(padding=3), False),  # whole rows and columns of padding
     ((1, 3, 56, 70), (16, 3, 14, 14), dict(stride=14), False),  # a patch embedding: stride 14 copies
+    ((1, 5, 9, 30), (8, 5, 1, 5), dict(padding=(0, 2)), True),  # a 1-high kernel: t // 5 % 1 is 0
+    ((1, 5, 30, 9), (8, 5, 3, 1), dict(padding=(1, 0), stride=(1, 2)), False),
 ]
 
 

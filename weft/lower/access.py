@@ -158,6 +158,8 @@ def _quotient_terms(index: IndexExpr) -> dict[tuple[str, int], int] | None:
             quotient = (axis, inner_divisor * divisor)
             if isinstance(index, IndexFloorDiv):
                 return {quotient: 1}
+            if divisor == 1:  # a % 1 is 0
+                return {}
             return {(axis, inner_divisor): 1, quotient: -divisor}
     return None
 
