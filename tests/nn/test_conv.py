@@ -128,3 +128,22 @@ def test_patch_view_packing_strict_equal_and_close_to_pytorch(shapes):
             assert_strict_equal(got, oracle)
         else:
             assert_inference_close(got, want)
+
+
+@pytest.mark.parametrize("shapes", [
+    ((1, 6, 13, 37), (6, 1, 3, 3), dict(groups=6, padding=1)),
+    ((2, 4, 9, 40), (8, 1, 5, 5), dict(groups=4, padding=4, dilation=2)),  # halo wider than a vector's edge
+    ((3, 21, 18), (3, 1, 3, 3), dict(groups=3, padding=(2, 1), stride=(1, 2))),  # unbatched, strided
+], ids=["3x3", "5x5-dilated", "unbatched-strided"])
+def test_depthwise_halo_strict_equal_and_close_to_pytorch(shapes):
+    """The direct depthwise member's vectors that straddle the image's edge (one masked load
+    on AVX-512, lane by lane elsewhere): Strict byte-identical to the oracle, Inference close
+    to PyTorch in float64."""
+    x_shape, w_shape, kwargs = shapes
+    x, w, b = _f32(x_shape, 7), _f32(w_shape, 8), _f32((w_shape[0],), 9)
+    plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **kwargs), weft.spec(x.shape), weft.spec(w.shape),
+                      weft.spec(b.shape))
+    assert plan.kernels[0].fold is not None and len(plan.kernels[0].fold.axes) == 3  # the direct member
+    want = F.conv2d(*(torch.from_numpy(a.astype(np.float64)) for a in (x, w, b)), **kwargs).numpy()
+    assert_strict_equal(weft.compile(plan, "strict", threads=2)(x, w, b), run(plan, x, w, b))
+    assert_inference_close(weft.compile(plan, "inference", threads=1)(x, w, b), want)
