@@ -190,7 +190,7 @@ def _flat(split: ColumnSplit, view: BufferView) -> bool:
 def column_split(y: Expr, column: str) -> ColumnSplit | None:
     """The ``ColumnSplit`` of a y that is one plain (possibly padded) load reading ``column``
     only through one ``// width`` and ``% width`` pair, or None."""
-    if not isinstance(y, Load) or not all(_plain_index(index) for index in y.index):
+    if not isinstance(y, Load) or not all(plain_index(index) for index in y.index):
         return None
     width: list[int] = []
     index = tuple(_split_index(position, column, width) for position in y.index)
@@ -451,18 +451,18 @@ def split_contraction(kernel: Kernel, views: dict[str, BufferView]):
     return x, y, term, rows, column, batch
 
 
-def _plain_index(index) -> bool:
+def plain_index(index) -> bool:
     """No gather (``IndexOf``) anywhere in an index expression."""
     if isinstance(index, IndexOf):
         return False
-    return all(_plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
+    return all(plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
 
 
 def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) -> bool:
     """x is a single plain load whose address steps by one element per fold step."""
     if not isinstance(x, Load) or x.padding is not None or len(kernel.fold_axes) != 1:
         return False
-    if not all(_plain_index(index) for index in x.index):
+    if not all(plain_index(index) for index in x.index):
         return False
     return address_step(x, views[x.buffer].strides, kernel.fold_axes[0].name) == 1
 
