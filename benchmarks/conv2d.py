@@ -1,4 +1,5 @@
-"""conv2d against PyTorch eager: the example CNN's shapes, a ResNet-like 3x3, grouped, depthwise, unbatched.
+"""conv2d against PyTorch eager: the example CNN's shapes, ResNet-like 3x3 (stride 1 and 2), grouped,
+depthwise, unbatched, 1x1 and SAM 3's 14x14 stride-14 patch embedding.
 
     python benchmarks/conv2d.py --threads 1
     python benchmarks/conv2d.py --threads 2 --cases resnet3x3,depthwise
@@ -7,7 +8,7 @@ Three arms per case, interleaved ABC/CBA over ``--rounds`` rounds in one process
 (docs/benchmarking.md): ``torch`` (``F.conv2d`` under ``inference_mode``, its best
 path on CPU, oneDNN), ``weft`` (``weft.nn.conv2d`` compiled Inference at the same
 thread count, as the library chooses its decomposition) and ``weft-direct`` (the direct
-member forced: ``IM2ROW_MIN_GROUP_CHANNELS`` raised past every case), so the choice in
+member forced: ``PATCHES_MIN_GROUP_CHANNELS`` raised past every case), so the choice in
 ``weft/nn/conv.py`` is checked by the same run. Outputs are checked against PyTorch
 first. Prints the median per arm and torch / arm (above 1: faster than PyTorch); the
 JSON result (every round, the load average) goes to ``--out``. On a shared machine
@@ -36,6 +37,9 @@ CASES = {
     "grouped4": ((1, 64, 28, 28), (64, 16, 3, 3), {"padding": 1, "groups": 4}),
     "depthwise": ((1, 64, 56, 56), (64, 1, 3, 3), {"padding": 1, "groups": 64}),
     "unbatched": ((64, 28, 28), (64, 64, 3, 3), {"padding": 1}),
+    "resnet3x3-s2": ((1, 64, 56, 56), (128, 64, 3, 3), {"stride": 2, "padding": 1}),
+    "pointwise": ((1, 256, 28, 28), (128, 256, 1, 1), {}),  # 1x1
+    "sam3-patch": ((1, 3, 1008, 1008), (1024, 3, 14, 14), {"stride": 14}),  # SAM 3's patch embedding
 }
 
 
@@ -44,22 +48,26 @@ def compiled_conv(x_shape, w_shape, keywords, threads: int, direct: bool):
     from weft import nn
     from weft.nn import conv
 
-    saved = conv.IM2ROW_MIN_GROUP_CHANNELS
+    saved = conv.PATCHES_MIN_GROUP_CHANNELS
     if direct:
-        conv.IM2ROW_MIN_GROUP_CHANNELS = sys.maxsize
+        conv.PATCHES_MIN_GROUP_CHANNELS = sys.maxsize
     try:
         plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **keywords), weft.spec(x_shape), weft.spec(w_shape),
                           weft.spec((w_shape[0],)))
     finally:
-        conv.IM2ROW_MIN_GROUP_CHANNELS = saved
+        conv.PATCHES_MIN_GROUP_CHANNELS = saved
     return weft.compile(plan, contract="inference", threads=threads)
 
 
+CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
+clock = time.perf_counter
+
+
 def time_rounds(call, repeats: int) -> float:
-    start = time.perf_counter()
+    start = clock()
     for _ in range(repeats):
         call()
-    return (time.perf_counter() - start) / repeats
+    return (clock() - start) / repeats
 
 
 def run_case(name: str, threads: int, rounds: int, round_s: float) -> dict:
@@ -110,7 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--round-ms", type=float, default=30.0)
     parser.add_argument("--out", help="result file (default benchmarks/results/conv2d-STAMP.json)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall (default) or thread: the calling thread's CPU time, which leaves out the time"
+                             " the thread waits for a core on a loaded machine (meaningful at --threads 1 only:"
+                             " both arms then compute on the calling thread)")
     args = parser.parse_args(argv)
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures the calling thread only: use it with --threads 1")
+    global clock
+    clock = CLOCKS[args.clock]
     sys.path.insert(0, str(ROOT))
     names = args.cases.split(",") if args.cases else list(CASES)
     unknown = [name for name in names if name not in CASES]
@@ -127,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"conv2d-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cases": rows, "threads": args.threads, "load_average": os.getloadavg(),
+    out.write_text(json.dumps({"cases": rows, "threads": args.threads, "clock": args.clock, "load_average": os.getloadavg(),
                                "cpus": os.cpu_count(), "command": sys.argv}, indent=1))
     print(f"result written to {out} (torch / arm above 1: faster than PyTorch; the machine's load is recorded)")
     return 0

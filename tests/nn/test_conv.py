@@ -11,6 +11,7 @@ import pytest
 import weft
 import weft.nn as nn
 from weft.errors import ShapeError
+from weft.lower.contraction import ContractionNest
 from weft.oracle import run
 from weft.testing import assert_inference_close, assert_strict_equal
 
@@ -67,19 +68,82 @@ def test_bad_combinations_name_the_fix(x_shape, w_shape, kwargs, pattern):
         weft.trace(lambda x, w: nn.conv2d(x, w, **kwargs), weft.spec(x_shape), weft.spec(w_shape))
 
 
-@pytest.mark.parametrize("out_channels,groups,im2row", [(64, 1, True), (128, 2, True), (16, 4, True),
-                                                          (64, 64, False), (128, 64, False)])
-def test_convolutions_run_as_patches_and_one_contraction_unless_depthwise(out_channels, groups, im2row):
-    """The decomposition the speed depends on: a patches member (in the contraction's (pixel,
-    tap) shape) and one contraction over all pixels, unless each group reads one input
-    channel (depthwise), which keeps the direct member (weft.nn.conv.IM2ROW_MIN_GROUP_CHANNELS)."""
+@pytest.mark.parametrize("out_channels,groups,patches", [(64, 1, True), (128, 2, True), (16, 4, True),
+                                                           (64, 64, False), (128, 64, False)])
+def test_convolutions_run_as_one_contraction_over_the_patch_view(out_channels, groups, patches):
+    """The decomposition the speed depends on: one contraction of the weights (rows) with
+    the input's patch view (columns: every output pixel, read as ``p // OW``, ``p % OW``;
+    no patches buffer), packed run by run (``ColumnSplit``), unless each group reads one
+    input channel (depthwise), which keeps the direct member
+    (weft.nn.conv.PATCHES_MIN_GROUP_CHANNELS)."""
     plan = weft.trace(lambda x, w: nn.conv2d(x, w, padding=1, groups=groups),
                       weft.spec((1, 64, 8, 8)), weft.spec((out_channels, 64 // groups, 3, 3)))
-    names = [member.name for member in plan.members]
-    assert ("conv2d_patches" in names) is im2row, names
-    if im2row:
-        patches = next(member for member in plan.members if member.name == "conv2d_patches")
-        assert [axis.extent for axis in patches.axes] == [1, groups, 64, 64 // groups * 9]
+    # the patch contraction's (n, groups, channels, pixels) output is copied out (no bias here)
+    assert [member.is_contraction for member in plan.members] == ([True, False] if patches else [True])
     contraction = next(member for member in plan.members if member.name == "conv2d")
     fold = [axis.extent for axis in contraction.fold.axes]
-    assert fold == ([64 // groups * 9] if im2row else [64 // groups, 3, 3])
+    assert fold == ([64 // groups * 9] if patches else [64 // groups, 3, 3])
+    assert [axis.extent for axis in contraction.axes] == ([1, groups, out_channels // groups, 64] if patches
+                                                          else [1, out_channels, 8, 8])
+    if patches:
+        nest = weft.compile(plan, contract="inference").lowered.functions[0].nests[0]
+        assert isinstance(nest, ContractionNest) and nest.y_split is not None
+        assert nest.y_split.width == 8 and (nest.row_axes, nest.column_axis) == (("o",), "p")
+
+
+PATCH_VIEW_CASES = [  # input, weight, keywords, whether the patch view packs flat (ColumnSplit.flat)
+    ((2, 30, 13, 21), (20, 30, 3, 3), dict(padding=1), True),  # K = 270: two fold blocks, 5 panels
+    ((1, 8, 23, 19), (12, 8, 3, 3), dict(stride=2, padding=1), False),  # strided: runs of 10
+    ((1, 6, 17, 40), (10, 3, 3, 5), dict(groups=2, padding=(2, 1), dilation=(2, 1)), False),
+    ((2, 7, 9, 11), (5, 7, 1, 1), dict(), True),  # 1x1: one copy, no halo
+    ((16, 15, 15), (300, 16, 3, 3), dict(padding="same"), True),  # unbatched; 300 rows: two row blocks
+    ((1, 4, 12, 20), (6, 4, 2, 4), dict(padding="same"), True),  # halo 0/1 rows, 1/2 columns
+    ((1, 3, 10, 18), (4, 3, 3, 3), dict(padding=3), False),  # whole rows and columns of padding
+    ((1, 3, 56, 70), (16, 3, 14, 14), dict(stride=14), False),  # a patch embedding: stride 14 copies
+    ((1, 5, 9, 30), (8, 5, 1, 5), dict(padding=(0, 2)), True),  # a 1-high kernel: t // 5 % 1 is 0
+    ((1, 5, 30, 9), (8, 5, 3, 1), dict(padding=(1, 0), stride=(1, 2)), False),
+]
+
+
+@pytest.mark.parametrize("shapes", PATCH_VIEW_CASES, ids=[str(c[2]) for c in PATCH_VIEW_CASES])
+def test_patch_view_packing_strict_equal_and_close_to_pytorch(shapes):
+    """The microkernel's packing of the input's patch view (weft.lower.contraction.ColumnSplit),
+    run by run and flat, with the halo inside a micro-panel, rows of padding, strides,
+    dilation, groups and two fold and row blocks: Strict byte-identical to the oracle at 1
+    and 2 threads (and under greedy fusion), Inference close to PyTorch
+    in float64."""
+    x_shape, w_shape, kwargs, flat = shapes
+    x, w, b = _f32(x_shape, 4), _f32(w_shape, 5), _f32((w_shape[0],), 6)
+    plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **kwargs), weft.spec(x.shape), weft.spec(w.shape),
+                      weft.spec(b.shape))
+    want = F.conv2d(*(torch.from_numpy(a.astype(np.float64)) for a in (x, w, b)), **kwargs).numpy()
+    oracle = run(plan, x, w, b)
+    for contract, threads, fusion in (("strict", 1, "off"), ("strict", 2, "greedy"), ("inference", 2, "off")):
+        compiled = weft.compile(plan, contract, threads=threads, fusion=fusion)
+        if fusion == "off":
+            nest = compiled.lowered.functions[0].nests[0]
+            assert isinstance(nest, ContractionNest) and nest.y_split is not None and nest.y_split.flat is flat
+        got = compiled(x, w, b)
+        if contract == "strict":
+            assert_strict_equal(got, oracle)
+        else:
+            assert_inference_close(got, want)
+
+
+@pytest.mark.parametrize("shapes", [
+    ((1, 6, 13, 37), (6, 1, 3, 3), dict(groups=6, padding=1)),
+    ((2, 4, 9, 40), (8, 1, 5, 5), dict(groups=4, padding=4, dilation=2)),  # halo wider than a vector's edge
+    ((3, 21, 18), (3, 1, 3, 3), dict(groups=3, padding=(2, 1), stride=(1, 2))),  # unbatched, strided
+], ids=["3x3", "5x5-dilated", "unbatched-strided"])
+def test_depthwise_halo_strict_equal_and_close_to_pytorch(shapes):
+    """The direct depthwise member's vectors that straddle the image's edge (one masked load
+    on AVX-512, lane by lane elsewhere): Strict byte-identical to the oracle, Inference close
+    to PyTorch in float64."""
+    x_shape, w_shape, kwargs = shapes
+    x, w, b = _f32(x_shape, 7), _f32(w_shape, 8), _f32((w_shape[0],), 9)
+    plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **kwargs), weft.spec(x.shape), weft.spec(w.shape),
+                      weft.spec(b.shape))
+    assert plan.kernels[0].fold is not None and len(plan.kernels[0].fold.axes) == 3  # the direct member
+    want = F.conv2d(*(torch.from_numpy(a.astype(np.float64)) for a in (x, w, b)), **kwargs).numpy()
+    assert_strict_equal(weft.compile(plan, "strict", threads=2)(x, w, b), run(plan, x, w, b))
+    assert_inference_close(weft.compile(plan, "inference", threads=1)(x, w, b), want)

@@ -69,7 +69,7 @@ def test_conv2d_halo_across_lanes(make_config, contract, monkeypatch):
     """Rows of 37 and 20 points: vectors that sit inside the image, straddle its edge, or
     are the scalar tail; padding 1 and 2 (with dilation). The direct conv2d member (the
     microkernel reading the padded window), as depthwise convolutions run."""
-    monkeypatch.setattr("weft.nn.conv.IM2ROW_MIN_GROUP_CHANNELS", 10**9)
+    monkeypatch.setattr("weft.nn.conv.PATCHES_MIN_GROUP_CHANNELS", 10**9)
     x, w = _f32((2, 3, 20, 37), 11), _f32((5, 3, 3, 3), 12)
     plan = weft.trace(lambda x, w: (nn.conv2d(x, w, None, 1, 1), nn.conv2d(x, w, None, 1, 2, 2)),
                       weft.spec(x.shape), weft.spec(w.shape))

@@ -40,6 +40,7 @@ from weft.ir import (
     UnaryOp,
     Where,
     expr_axes,
+    index_axes,
     index_range,
 )
 from weft.lower.access import Access, address_step, axis_step, load_access, unwrapped_step
@@ -404,9 +405,42 @@ class BodyRenderer:
         self.emit(f"    {name} = wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{self.address(view, load.index)}]);")
         self.emit("} else {")
         inner = self.sub_renderer(self.lines, self.indent + "    ", self.env, lane_axis)
+        masked = self.masked_halo_load(load, view, name, inner)
         inner.lanewise(load, into=name)
+        if masked:
+            self.emit("#endif")
         self.emit("}")
         return Value(name, view.dtype, True)
+
+    def masked_halo_load(self, load: Load, view: BufferView, name: str, inner: BodyRenderer) -> bool:
+        """Near an edge, one AVX-512 masked load of the lanes inside the buffer (the others
+        take the padding and are never read) instead of a lane-by-lane loop, when one
+        dimension moves with the lanes (step 1) and float32 is read. Opens ``#if``/``#else``
+        (True): the caller's lane-by-lane fallback follows and the caller closes it."""
+        lane_axis = self.vector_axis
+        moving = [position for position, index in enumerate(load.index) if lane_axis in index_axes(index)]
+        if self.lanes != 16 or view.dtype is not DType.FLOAT32 or len(moving) != 1 or \
+                axis_step(load.index[moving[0]], lane_axis) != 1:
+            return False
+        inside = []
+        for position, index in enumerate(load.index):
+            if position == moving[0]:
+                continue
+            bounds = index_range(index, self.extents)
+            if bounds is None or bounds[0] < 0 or bounds[1] >= view.shape[position]:
+                inside.append(f"(uint64_t)({inner.index(index)}) < (uint64_t){view.shape[position]}")
+        first = inner.local(DType.INT64, False, inner.index(load.index[moving[0]])).code
+        extent = view.shape[moving[0]]
+        pad = c_literal(load.padding, DType.FLOAT32)
+        self.emit("#if defined(__AVX512F__)")
+        inner.emit(f"const long {name}_a = {first} < 0 ? -{first} : 0, {name}_e = {extent} - {first} < 16 ? {extent} - {first} : 16;")
+        keep = f"{name}_a < {name}_e ? (__mmask16)(((1u << {name}_e) - 1u) & ~((1u << {name}_a) - 1u)) : (__mmask16)0"
+        if inside:
+            keep = f"({' && '.join(inside)}) ? ({keep}) : (__mmask16)0"
+        inner.emit(f"{name} = (wf_vf)_mm512_mask_loadu_ps(_mm512_set1_ps({pad}), {keep}, "
+                   f"&{view.pointer}[{self.address(view, load.index)}]);")
+        self.emit("#else")
+        return True
 
     def checked_position(self, load: Load, view: BufferView, dimension: int) -> str:
         """The index of one dimension; a gathered one is bounds-checked (flag + element 0)."""

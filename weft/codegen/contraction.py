@@ -24,9 +24,26 @@ adds it to its own accumulator; partial sums between fold blocks wait in the out
 from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
-from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, IndexOf, Load, Unary, UnaryOp, expr_loads
+from weft.codegen.contraction_patches import PatchViewWriter
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Const,
+    DType,
+    IndexOf,
+    Load,
+    Unary,
+    UnaryOp,
+    expr_loads,
+)
 from weft.lower.access import Access, address_step, load_access
-from weft.lower.contraction import X_SLOT, Y_SLOT, ContractionNest, acc_at
+from weft.lower.contraction import (
+    X_SLOT,
+    Y_SLOT,
+    ContractionNest,
+    acc_at,
+)
 from weft.lower.nest import LoweredFunction
 
 _OPS = {BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*", BinaryOp.DIV: "/"}
@@ -58,7 +75,7 @@ def term_code(term, x: str, y: str) -> str:
     raise TypeError(f"not a contraction term: {term!r}")
 
 
-class _ContractionWriter:
+class _ContractionWriter(PatchViewWriter):
     def __init__(self, nest: ContractionNest, lines: list[str], counter: Counter) -> None:
         self.nest = nest
         self.lines = lines
@@ -107,14 +124,21 @@ class _ContractionWriter:
             for load in expr_loads(self.nest.y_factor)
         )
 
-    def pack_y(self, depth: int) -> None:
+    def pack_y(self, depth: int, band: int = 1, dst: str | None = None) -> None:
         """One nr-wide micro-panel ``wf_jp`` of y over every fold step: ``wf_yp[jp][k][nr]``
-        (zeros past the columns)."""
+        (zeros past the columns), at ``dst`` if given; a patch view packs ``band``
+        micro-panels from ``wf_jp``."""
         nest, b = self.nest, self.nest.blocking
         lanes, nr, n, k_total = nest.lanes, b.nr, nest.columns, nest.fold_points
         column = nest.column_axis
         self.emit(depth, f"const long wf_nb = wf_jc + wf_jp * {nr};")
-        self.emit(depth, f"float *wf_dst = wf_yp + wf_jp * {nr * k_total};")
+        self.emit(depth, f"float *wf_dst = {dst or f'wf_yp + wf_jp * {nr * k_total}'};")
+        if nest.y_split is not None and nest.y_split.flat:
+            self.pack_y_flat(depth, band)
+            return
+        if nest.y_split is not None:
+            self.pack_y_split(depth, band)
+            return
         if not self.column_contiguous() and self.fold_contiguous_y():
             self.pack_y_transposed(depth)
             return
@@ -203,8 +227,10 @@ class _ContractionWriter:
         self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
         env = {**self.batch_env(), **names, **self.fold_env(depth + 3, "wf_pc + wf_kk")}
         renderer = self.renderer(depth + 3, env)
-        value = renderer.render(nest.x_factor)
-        renderer.emit(f"wf_dst[wf_kk * {mr}] = {value.code};")
+        # (only a patch view's weights so far: other workloads' packing is left as measured)
+        flat = self.flat_load(nest.x_factor) if nest.y_split is not None else None
+        code = f"{flat[0]}[{renderer.index(flat[1])}]" if flat else renderer.render(nest.x_factor).code
+        renderer.emit(f"wf_dst[wf_kk * {mr}] = {code};")
         self.emit(depth + 2, "}")
         self.emit(depth + 1, "} else {")
         self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) wf_dst[wf_kk * {mr}] = 0.0f;")
@@ -383,6 +409,9 @@ class _ContractionWriter:
 
     def write(self, indent: int) -> None:
         nest, b = self.nest, self.nest.blocking
+        if nest.y_split is not None and nest.pack_x and nest.packed_y is None:
+            self.write_split(indent)
+            return
         n, k_total, m = nest.columns, nest.fold_points, nest.rows
         prepacked = nest.packed_y is not None
         shared = nest.parallel and not b.parallel_batches and not prepacked  # threads share y's panel (barriers)

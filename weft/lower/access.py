@@ -128,3 +128,70 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         strides.append(running)
         running *= extent
     return tuple(reversed(strides))
+
+
+def _quotient_terms(index: IndexExpr) -> dict[tuple[str, int], int] | None:
+    """``index`` as a sum of ``coefficient * (axis // divisor)`` terms (divisor 1: the axis
+    itself) and a constant (key ``("", 1)``), using ``a % m = a - m * (a // m)`` and
+    ``(a // d) // m = a // (d * m)`` (floor division: exact for every integer); None
+    when a division or remainder is taken of anything but one such quotient."""
+    match index:
+        case AxisIndex(axis):
+            return {(axis, 1): 1}
+        case IndexConst(value):
+            return {("", 1): value}
+        case IndexAdd(left, right):
+            a, b = _quotient_terms(left), _quotient_terms(right)
+            if a is None or b is None:
+                return None
+            for key, coefficient in b.items():
+                a[key] = a.get(key, 0) + coefficient
+            return a
+        case IndexMul(operand, factor):
+            inner = _quotient_terms(operand)
+            return None if inner is None else {key: value * factor for key, value in inner.items()}
+        case IndexFloorDiv(operand, divisor) | IndexMod(operand, divisor) if divisor > 0:
+            inner = _quotient_terms(operand)
+            if inner is None or len(inner) != 1 or next(iter(inner.values())) != 1 or ("", 1) in inner:
+                return None
+            axis, inner_divisor = next(iter(inner))
+            quotient = (axis, inner_divisor * divisor)
+            if isinstance(index, IndexFloorDiv):
+                return {quotient: 1}
+            if divisor == 1:  # a % 1 is 0
+                return {}
+            return {(axis, inner_divisor): 1, quotient: -divisor}
+    return None
+
+
+def _divisions(index: IndexExpr) -> int:
+    match index:
+        case IndexFloorDiv(operand, _) | IndexMod(operand, _):
+            return 1 + _divisions(operand)
+        case IndexAdd(left, right):
+            return _divisions(left) + _divisions(right)
+        case IndexMul(operand, _):
+            return _divisions(operand)
+    return 0
+
+
+def flat_address(index: tuple[IndexExpr, ...], strides: tuple[int, ...]) -> IndexExpr | None:
+    """The element address ``sum(index[d] * strides[d])`` as one index expression with the
+    reshape's divisions cancelled, when that needs fewer divisions than the index itself
+    (else None). A row-major ``(O, C, 3, 3)`` weight read as ``(o, t // 9, t // 3 % 3, t % 3)``
+    is at ``o * 9C + t``: no division left."""
+    total: dict[tuple[str, int], int] = {}
+    for position, stride in zip(index, strides, strict=True):
+        terms = _quotient_terms(position)
+        if terms is None:
+            return None
+        for key, coefficient in terms.items():
+            total[key] = total.get(key, 0) + coefficient * stride
+    address: IndexExpr = IndexConst(total.pop(("", 1), 0))
+    for (axis, divisor), coefficient in sorted(total.items()):
+        if coefficient:
+            quotient = AxisIndex(axis) if divisor == 1 else IndexFloorDiv(AxisIndex(axis), divisor)
+            address = IndexAdd(address, quotient if coefficient == 1 else IndexMul(quotient, coefficient))
+    if _divisions(address) >= sum(_divisions(position) for position in index):
+        return None
+    return address

@@ -61,6 +61,12 @@ from weft.ir import (
     Const,
     DType,
     Expr,
+    IndexAdd,
+    IndexConst,
+    IndexExpr,
+    IndexFloorDiv,
+    IndexMod,
+    IndexMul,
     IndexOf,
     Kernel,
     Load,
@@ -68,8 +74,10 @@ from weft.ir import (
     UnaryOp,
     expr_axes,
     expr_loads,
+    index_axes,
 )
-from weft.lower.access import address_step
+from weft.ir.nodes import index_add, index_mul
+from weft.lower.access import Access, address_step, load_access, unwrapped_step
 from weft.lower.nest import AxisRange, BufferView
 
 # Placeholders inside ``term`` and ``epilogue``: the packed factor values and the sum.
@@ -82,6 +90,117 @@ def acc_at(kernel: Kernel) -> Load:
     """The finished sum at the output point, as the epilogue reads it (it varies with
     every output axis, so renderers treat it as a vector along the columns)."""
     return Load(ACC_BUFFER, tuple(AxisIndex(axis.name) for axis in kernel.axes))
+
+# Axis names of a split column (``ColumnSplit``): which run of ``width`` columns, and where in it.
+SPLIT_QUOTIENT, SPLIT_REMAINDER = "wf.q", "wf.r"
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSplit:
+    """y reads the column axis ``p`` only as ``p // width`` and ``p % width``: a
+    convolution's patch view of its input, whose columns are output pixels, ``width`` to
+    an output row. ``load`` is y with those two replaced by ``SPLIT_QUOTIENT`` and
+    ``SPLIT_REMAINDER`` (affine in the remainder, with a positive step where it moves).
+    Packing walks a panel's columns as runs of one quotient: in each run the zero-padded
+    halo is two zero fills and the rest one strided copy (no division per element)::
+
+        patch[t, p] = x[c(t), (p // 56) + ky(t) - 1, (p % 56) + kx(t) - 1]   (padded)
+        ColumnSplit(width=56, load=x[c(t), wf.q + ky(t) - 1, wf.r + kx(t) - 1])
+    """
+
+    width: int
+    load: Load
+    band: int = 1  # micro-panels a thread packs and multiplies at once (split_blocking)
+    flat: bool = False  # the address is affine in the column itself (see below)
+
+    # ``flat``: one quotient step moves the address as far as ``width`` remainder steps
+    # (a stride-1 convolution whose padded width is the input's, a 1x1 one): then the
+    # address is ``A + p * step`` over the whole panel, every dimension moves with only one
+    # of quotient and remainder, and packing is one copy per micro-panel plus zeros where a
+    # row (quotient) or a column (remainder) of the halo falls outside the input.
+
+
+def split_blocking(split: ColumnSplit, blocking: Blocking, rows: int, columns: int, fold: int,
+                   l2: int, batches: int) -> tuple[ColumnSplit, Blocking]:
+    """A patch view's nest runs column bands, not row blocks: x (the weights, few rows) is
+    packed once per call, whole, and each thread takes bands of ``band`` micro-panels of
+    output pixels, packs that band of y into its own buffer (at most half of L2, so the
+    band is still there for every row block) and multiplies every row over it: no barrier
+    but the one after packing x, no y panel read back from L3. At least ``TARGET_ITEMS``
+    bands and batch points together when the columns allow it."""
+    panels = -(-columns // blocking.nr)
+    fits = max(1, (l2 // 2) // (blocking.nr * fold * 4))
+    balanced = max(1, -(-panels * batches // TARGET_ITEMS)) if panels * batches >= TARGET_ITEMS else 1
+    band = max(1, min(fits, balanced, panels))
+    mc = min(_row_block_cap(blocking, l2), -(-rows // blocking.mr) * blocking.mr)
+    return dataclasses.replace(split, band=band), dataclasses.replace(
+        blocking, mc=mc, nc=panels * blocking.nr, column_groups=1)
+
+
+def _row_block_cap(blocking: Blocking, l2: int) -> int:
+    """Rows of one packed x block (``mc x kc``) that take at most a quarter of L2."""
+    return max(blocking.mr, (l2 // 4 // (blocking.kc * 4)) // blocking.mr * blocking.mr)
+
+
+def _split_index(index: IndexExpr, column: str, width: list[int]) -> IndexExpr | None:
+    """``index`` with ``column // w`` and ``column % w`` replaced by the split axes (one ``w``
+    for the whole load, kept in ``width``); None if the column appears any other way."""
+    match index:
+        case IndexFloorDiv(AxisIndex(name), divisor) | IndexMod(AxisIndex(name), divisor) if name == column:
+            if width and width[0] != divisor:
+                return None
+            width[:] = [divisor]
+            return AxisIndex(SPLIT_QUOTIENT if isinstance(index, IndexFloorDiv) else SPLIT_REMAINDER)
+        case AxisIndex(name):
+            return None if name == column else index
+        case IndexConst():
+            return index
+        case IndexAdd(left, right):
+            a, b = _split_index(left, column, width), _split_index(right, column, width)
+            return None if a is None or b is None else index_add(a, b)
+        case IndexMul(operand, factor):
+            inner = _split_index(operand, column, width)
+            return None if inner is None else index_mul(inner, factor)
+        case IndexFloorDiv(operand, divisor) | IndexMod(operand, divisor):
+            inner = _split_index(operand, column, width)
+            if inner is None or SPLIT_REMAINDER in index_axes(inner) or SPLIT_QUOTIENT in index_axes(inner):
+                return None  # a division of the split axes: not affine in the remainder
+            return index
+    return None
+
+
+def remainder_step(index: IndexExpr, axis: str = SPLIT_REMAINDER) -> int | None:
+    """How much a split index moves per remainder (or quotient) step (None: not affine in it)."""
+    analysed = unwrapped_step(index, axis)
+    return None if analysed is None or analysed[1] else analysed[0]
+
+
+def _flat(split: ColumnSplit, view: BufferView) -> bool:
+    if any(offset != 0 for offset in view.offsets):
+        return False
+    along_r = [remainder_step(index) for index in split.load.index]
+    along_q = [remainder_step(index, SPLIT_QUOTIENT) for index in split.load.index]
+    if any(step is None or step < 0 for step in along_q) or any(r and q for r, q in zip(along_r, along_q, strict=True)):
+        return False
+    step_r = sum(r * stride for r, stride in zip(along_r, view.strides, strict=True))
+    step_q = sum(q * stride for q, stride in zip(along_q, view.strides, strict=True))
+    return step_r > 0 and step_q == split.width * step_r
+
+
+def column_split(y: Expr, column: str) -> ColumnSplit | None:
+    """The ``ColumnSplit`` of a y that is one plain (possibly padded) load reading ``column``
+    only through one ``// width`` and ``% width`` pair, or None."""
+    if not isinstance(y, Load) or not all(plain_index(index) for index in y.index):
+        return None
+    width: list[int] = []
+    index = tuple(_split_index(position, column, width) for position in y.index)
+    if not width or any(position is None for position in index):
+        return None
+    steps = [remainder_step(position) for position in index]
+    if any(step is None or step < 0 for step in steps) or not any(steps):
+        return None
+    return ColumnSplit(width[0], Load(y.buffer, index, y.padding))
+
 
 # Register tile: MICRO_ROWS rows x (MICRO_VECTORS x lanes) columns of accumulators,
 # 6 x 4 = 24 of AVX-512's 32 registers, so each broadcast of x feeds four FMAs and each
@@ -205,6 +324,7 @@ class ContractionNest:
     members: tuple[str, ...] = ()  # every member this nest computes (the contraction first)
     prologue: tuple[str, ...] = ()  # fused producers of a factor, evaluated while packing it
     ranges: tuple[AxisRange, ...] = ()
+    y_split: ColumnSplit | None = None  # y is a patch view: packed by runs of columns (ColumnSplit)
 
     @property
     def name(self) -> str:
@@ -247,6 +367,9 @@ class ContractionNest:
         if self.prologue:
             tail = f"; prologue {' '.join(self.prologue)} while packing" + tail
         packing = "x, y packed" if self.pack_x else "y packed, x in place"
+        if self.y_split is not None:
+            runs = "one run" if self.y_split.flat else f"runs of {self.y_split.width} columns"
+            packing = packing.replace("y packed", f"y packed by {runs}, bands of {self.y_split.band} panels")
         if self.packed_y is not None:
             packing = packing.replace("y packed", "y packed at bind")
         if self.stream_output:
@@ -328,18 +451,18 @@ def split_contraction(kernel: Kernel, views: dict[str, BufferView]):
     return x, y, term, rows, column, batch
 
 
-def _plain_index(index) -> bool:
+def plain_index(index) -> bool:
     """No gather (``IndexOf``) anywhere in an index expression."""
     if isinstance(index, IndexOf):
         return False
-    return all(_plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
+    return all(plain_index(getattr(index, f)) for f in ("left", "right", "operand") if hasattr(index, f))
 
 
 def _in_place_along_fold(kernel: Kernel, x: Expr, views: dict[str, BufferView]) -> bool:
     """x is a single plain load whose address steps by one element per fold step."""
     if not isinstance(x, Load) or x.padding is not None or len(kernel.fold_axes) != 1:
         return False
-    if not all(_plain_index(index) for index in x.index):
+    if not all(plain_index(index) for index in x.index):
         return False
     return address_step(x, views[x.buffer].strides, kernel.fold_axes[0].name) == 1
 
@@ -377,9 +500,14 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         for leaf in _product_leaves(kernel.body):
             if isinstance(leaf, Const):
                 scale *= float(leaf.value)
-    pack_x = not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
+    # a patch view's nest packs x (its weights) once per call, whatever the columns (write_split)
+    split = column_split(y, column) if not _column_contiguous(y, column, views) else None
+    pack_x = split is not None or not (n <= DIRECT_X_MAX_PANELS * blocking.nr and _in_place_along_fold(kernel, x, views))
     if not pack_x:  # y is packed for the whole fold and x read in place: nothing to block k for,
         blocking = dataclasses.replace(blocking, kc=k)  # so the sums never leave the registers
+    if split is not None:
+        split = dataclasses.replace(split, flat=_flat(split, views[split.load.buffer]))
+        split, blocking = split_blocking(split, blocking, m, n, k, _cache_sizes()[1], batches)
     touched = dict.fromkeys((kernel.output, *(load.buffer for load in expr_loads(x) + expr_loads(y))))
     work = m * n * k * batches
     output_bytes = m * n * batches * 4
@@ -390,5 +518,11 @@ def lower_contraction(kernel: Kernel, views: dict[str, BufferView], lanes: int, 
         blocking=blocking, views=tuple(views[name] for name in touched), contract=contract, lanes=lanes,
         parallel=work >= parallel_min_work, fma=fma, scale=scale, pack_x=pack_x, stream_output=stream, output=kernel.output, members=(kernel.output,),
         ranges=tuple(AxisRange(a.name, 0, a.extent) for a in kernel.axes),
+        y_split=split,
     )
+
+
+def _column_contiguous(y: Expr, column: str, views: dict[str, BufferView]) -> bool:
+    """Some load of y steps by one element along the columns (packed by vector loads)."""
+    return any(load_access(load, views[load.buffer].strides, column) is Access.CONTIGUOUS for load in expr_loads(y))
 

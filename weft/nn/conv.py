@@ -9,22 +9,22 @@ One contraction member folding (c, ky, kx) over the channels of the output's gro
 The halo reads through a zero-padded Load. ``"same"`` pads d*(k-1) in total per dim, the
 extra one at the bottom/right, as PyTorch does (stride 1 only, as PyTorch). A bias adds a member.
 
-Unless each group reads one input channel (depthwise), the convolution is instead a
-*patches* member (im2row: one row of ``C/groups * KH * KW`` taps per output pixel, the halo
-zero-padded) and one contraction over all output pixels of each image and group::
+Unless each group reads one input channel (depthwise), the convolution is instead one
+contraction of the weights (rows) with the input's *patch view* (columns: every output
+pixel of the image and group), folding the taps ``t = (c*KH + ky)*KW + kx`` ascending (the
+direct member's order)::
 
-    patches[n, g, p, t] = in[n, g*Cg + c, y*sy + ky*dy - top, x*sx + kx*dx - left]
-        (p = y*OW + x, t = (c*KH + ky)*KW + kx)
-    out[n, g, p, o'] = sum_t patches[n, g, p, t] * w[g*Og + o', c, ky, kx]
+    out[n, g, o', p] = sum_t w[g*Og + o', c, ky, kx]
+                             * in[n, g*Cg + c, (p // OW)*sy + ky*dy - top, (p % OW)*sx + kx*dx - left]
 
-so the contraction microkernel runs one GEMM of (OH*OW) x Og x (Cg*KH*KW), reading the
-patches in place, instead of one small GEMM per output row (the direct member's rows are
-only OW pixels wide). The fold order, (c, ky, kx) ascending, is the direct member's.
-Measured on a shared 2-core machine at 1 thread (sum of each function's best time, one
-process): 64 -> 64 channels 3x3 on 56x56 3.8 ms against 18.4 ms direct, 128 -> 128 on
-28x28 4.8 against 24.7, the example CNN's first conv 0.09 against 0.24, groups=4 2.4
-against 3.4; depthwise 3x3 (9 taps per pixel) 3.6 against 0.16, so depthwise keeps the
-direct member. ``benchmarks/conv2d.py`` compares both with PyTorch.
+and the output is (N, C, H, W) as written (``out`` reshaped, a view). The patch view is an
+index map, never a buffer: the contraction microkernel packs it run by run of one output
+row (``weft.lower.contraction.ColumnSplit``; one copy per micro-panel when a stride-1
+view's padded width is the input's), packs the weights once per call and gives each
+thread bands of output pixels (``split_blocking``), so the K x (OH*OW) patches are never
+written and read back. A 1x1 convolution is the same contraction over the input as a
+(C, H*W) matrix; depthwise keeps the direct member (9 taps of work per packed element
+would not pay for the packing). ``benchmarks/conv2d.py`` compares both with PyTorch.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from weft.errors import ShapeError
 from weft.ir import Axis, AxisIndex, Binary, BinaryOp, Combiner, DType, Fold
 from weft.nn.elementwise import add
-from weft.nn.linalg import _need_float, matmul
+from weft.nn.linalg import _need_float
 from weft.nn.tensor import Tensor, current_tracer
-from weft.nn.views import permute, read_padded, reshape
+from weft.nn.views import read_padded, reshape
 
-IM2ROW_MIN_GROUP_CHANNELS = 2  # input channels per group from which im2row beats the direct member
+PATCHES_MIN_GROUP_CHANNELS = 2  # input channels per group from which the patch contraction beats the direct member
 
 
 def _pair(name: str, value: int | Sequence[int]) -> tuple[int, int]:
@@ -83,15 +83,14 @@ def conv2d(
     if x.ndim not in (3, 4):
         raise ShapeError(f"conv2d: input has rank {x.ndim} (shape {x.shape}); conv2d takes a batched (N, C, H, W)"
                          " or an unbatched (C, H, W) input")
-    if x.ndim == 3:  # unbatched, as PyTorch: a batch of one
-        out = conv2d(reshape(x, (1, *x.shape)), weight, bias, stride, padding, dilation, groups)
-        return reshape(out, out.shape[1:])
+    batched = x.ndim == 4  # unbatched, as PyTorch: a batch of one, read without a batch index
+    shape = x.shape if batched else (1, *x.shape)
     if not isinstance(groups, int) or groups < 1:
         raise ShapeError(f"conv2d: groups must be a positive int, got {groups!r}")
-    if x.shape[1] != weight.shape[1] * groups:
+    if shape[1] != weight.shape[1] * groups:
         per_group = f" ({weight.shape[1]} per group x groups={groups})" if groups > 1 else ""
         raise ShapeError(
-            f"conv2d: input {x.shape} has {x.shape[1]} channels but weight {weight.shape} expects"
+            f"conv2d: input {x.shape} has {shape[1]} channels but weight {weight.shape} expects"
             f" {weight.shape[1] * groups}{per_group}: need (N, C, H, W) and (O, C/groups, KH, KW)"
         )
     if weight.shape[0] % groups:
@@ -100,7 +99,7 @@ def conv2d(
     (sy, sx), (dy, dx) = _pair("stride", stride), _pair("dilation", dilation)
     if min(sy, sx, dy, dx) < 1:
         raise ShapeError(f"conv2d: stride and dilation must be >= 1, got {stride}, {dilation}")
-    n, _, height, width = x.shape
+    n, _, height, width = shape
     out_channels, group_channels, kh, kw = weight.shape
     (top, left), (bottom, right) = _padding(padding, (sy, sx), (dy, dx), (kh, kw))
     if min(top, left) < 0:
@@ -112,11 +111,13 @@ def conv2d(
     if bias is not None and bias.shape != (out_channels,):
         raise ShapeError(f"conv2d: bias has shape {bias.shape}, expected ({out_channels},)")
     current_tracer(x, weight, bias)
-    window = _Window((sy, sx), (dy, dx), (top, left), padded=bool(top or left or bottom or right))
-    if group_channels >= IM2ROW_MIN_GROUP_CHANNELS:
-        out = _conv2d_im2row(x, weight, groups, window, (out_h, out_w))
+    window = _Window((sy, sx), (dy, dx), (top, left), padded=bool(top or left or bottom or right), batched=batched)
+    if group_channels >= PATCHES_MIN_GROUP_CHANNELS:
+        out = _conv2d_patches(x, weight, groups, window, (out_h, out_w))
     else:
         out = _conv2d_direct(x, weight, groups, window, (out_h, out_w))
+    if not batched:
+        out = reshape(out, out.shape[1:])
     if bias is None:
         return out
     return add(out, reshape(bias, (out_channels, 1, 1)))
@@ -125,25 +126,27 @@ def conv2d(
 @dataclass(frozen=True, slots=True)
 class _Window:
     """Where output pixel (y, x) and kernel tap (ky, kx) read the input: stride, dilation,
-    the (top, left) padding and whether any side is padded (a zero-padded Load)."""
+    the (top, left) padding, whether any side is padded (a zero-padded Load) and whether the
+    input has a batch axis (an unbatched input is read as it is, not through a view)."""
 
     stride: tuple[int, int]
     dilation: tuple[int, int]
     origin: tuple[int, int]
     padded: bool
+    batched: bool = True
 
     def read(self, x: Tensor, batch, channel, ky, kx, y=None, x_index=None):
         """The input pixel tap (ky, kx) of output pixel (y, x) reads (default: the axes y, x)."""
         (sy, sx), (dy, dx), (top, left) = self.stride, self.dilation, self.origin
         y = AxisIndex("y") if y is None else y
         x_index = AxisIndex("x") if x_index is None else x_index
-        index = (batch, channel, y * sy + ky * dy - top, x_index * sx + kx * dx - left)
+        index = (batch,) * self.batched + (channel, y * sy + ky * dy - top, x_index * sx + kx * dx - left)
         return read_padded(x, index) if self.padded else x.read(index)
 
 
 def _conv2d_direct(x: Tensor, weight: Tensor, groups: int, window: _Window, out_size: tuple[int, int]) -> Tensor:
     """One contraction member over (n, o, y, x), folding (c, ky, kx)."""
-    n = x.shape[0]
+    n = x.shape[0] if window.batched else 1
     out_channels, group_channels, kh, kw = weight.shape
     out_h, out_w = out_size
     axes = (Axis("n", n), Axis("o", out_channels), Axis("y", out_h), Axis("x", out_w))
@@ -155,23 +158,23 @@ def _conv2d_direct(x: Tensor, weight: Tensor, groups: int, window: _Window, out_
     return x.tracer.emit("conv2d", axes, body, DType.FLOAT32, fold)
 
 
-def _conv2d_im2row(x: Tensor, weight: Tensor, groups: int, window: _Window, out_size: tuple[int, int]) -> Tensor:
-    """A patches member (n, g, pixel, tap) and one batched contraction per image and group.
+def _conv2d_patches(x: Tensor, weight: Tensor, groups: int, window: _Window, out_size: tuple[int, int]) -> Tensor:
+    """One contraction per image and group, weights (rows) times the input's patch view
+    (columns: the output pixels, flattened): ``out[n, g, o', p] = sum_t w[g*Og + o', t] * patch[n, g, t, p]``.
 
-    The patches are emitted in the contraction's own shape (pixel = y*OW + x, tap =
-    (c*KH + ky)*KW + kx), not reshaped from a 7-axis member, so the contraction reads them
-    as a plain row-major matrix (in place, no packing copy)."""
-    n = x.shape[0]
+    The patch view is an index map of the input (``p // OW``, ``p % OW``), never a buffer:
+    the microkernel's packing reads it row segment by row segment
+    (``weft.lower.contraction.ColumnSplit``). The output is (N, C, H, W) as it is written."""
+    n = x.shape[0] if window.batched else 1
     out_channels, group_channels, kh, kw = weight.shape
     out_h, out_w = out_size
-    depth = group_channels * kh * kw
-    pixel, tap = AxisIndex("p"), AxisIndex("t")
+    per_group = out_channels // groups
+    pixel, tap, group, row = AxisIndex("p"), AxisIndex("t"), AxisIndex("g"), AxisIndex("o")
     ci, ky, kx = tap // (kh * kw), tap // kw % kh, tap % kw
-    channel = ci if groups == 1 else AxisIndex("g") * group_channels + ci
-    axes = (Axis("n", n), Axis("g", groups), Axis("p", out_h * out_w), Axis("t", depth))
-    body = window.read(x, AxisIndex("n"), channel, ky, kx, pixel // out_w, pixel % out_w)
-    rows = x.tracer.emit("conv2d_patches", axes, body, DType.FLOAT32, None)
-    taps = permute(reshape(weight, (groups, out_channels // groups, depth)), (0, 2, 1))
-    out = matmul(rows, taps, "conv2d")  # (n, groups, pixels, channels of the group)
-    return reshape(permute(out, (0, 1, 3, 2)), (n, out_channels, out_h, out_w))
-
+    channel = ci if groups == 1 else group * group_channels + ci
+    axes = (Axis("n", n), Axis("g", groups), Axis("o", per_group), Axis("p", out_h * out_w))
+    fold = Fold((Axis("t", group_channels * kh * kw),), Combiner.SUM)
+    taps = weight.read((row if groups == 1 else group * per_group + row, ci, ky, kx))
+    pixels = window.read(x, AxisIndex("n"), channel, ky, kx, pixel // out_w, pixel % out_w)
+    out = x.tracer.emit("conv2d", axes, Binary(BinaryOp.MUL, taps, pixels), DType.FLOAT32, fold)
+    return reshape(out, (n, out_channels, out_h, out_w))
