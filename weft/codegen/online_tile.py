@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from weft.codegen.body import Value, scalar_unary
-from weft.codegen.online_scores import write_score_tile
+from weft.codegen.online_scores import open_packing_loop, write_packing, write_score_tile
 from weft.codegen.render import fold_identity
 from weft.ir import (
     AxisIndex,
@@ -297,17 +297,9 @@ def write_value_packing(online_pass, lines: list[str], depth: int, counter, para
     dependent = online_pass.dependents[tile.value_dependent]
     (axis, _), = dependent.extras
     extent, width = online_pass.online.extent, axis.extent
-    total = scores.batch_points * extent * width
-    _emit(lines, depth, f"float *{tile.packed_v} = (float *)aligned_alloc(64, {-(-total * 4 // 64) * 64});")
-    if parallel:
-        _emit(lines, depth, "#pragma omp parallel for schedule(static)")
-    _emit(lines, depth, f"for (long wa_w = 0; wa_w < {scores.batch_points * extent}; wa_w++) {{")
+    decoded = open_packing_loop(lines, depth, tile.packed_v, scores.batch_points * extent * width, scores.batch_axes,
+                                scores.batch_points, "wa_j", extent, parallel)
     inner = depth + 1
-    _emit(lines, inner, f"const long wa_j = wa_w % {extent}; long wa_rem = wa_w / {extent}; (void)wa_rem;")
-    decoded = {}
-    for name, size in reversed(scores.batch_axes):
-        decoded[name] = f"wa_b_{name}"
-        _emit(lines, inner, f"const long wa_b_{name} = wa_rem % {size}; wa_rem /= {size};")
     _emit(lines, inner, f"for (long wa_e = 0; wa_e < {width}; wa_e++) {{")
     env = {rest_axis: decoded[batch_axis] for rest_axis, batch_axis in tile.rest_env}
     env.update({dependent.fold.fold_axis: "wa_j", axis.name: "wa_e"})
@@ -327,8 +319,6 @@ def online_pass_renderer(online_pass, lines, depth: int, counter, env: dict[str,
 
 def write_pass_packing(online_pass, lines: list[str], depth: int, counter, parallel: bool) -> None:
     """Everything of the pass packed once per call, before the tile loop (K; V when it is packed)."""
-    from weft.codegen.online_scores import write_packing
-
     write_packing(online_pass.scores, online_pass.local_views, lines, depth, counter, parallel)
     if online_pass.tile is not None and online_pass.tile.pack_rest:
         write_value_packing(online_pass, lines, depth, counter, parallel)
