@@ -167,22 +167,29 @@ class OnlinePassWriter:
         emit(inner, f"{self.step} = wo_jb;")
         self._render_steps(lines, inner, counter, dtype, "wo_stop", self.fold_lanes)
         emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_new[0];")
-        for _ in self.rows:
-            inner -= 1
-            emit(inner, "}")
+        self._close_row_loops(lines, inner)
         for dependent in self.dependents:
             if dependent.accumulator in self._parked:
                 self._render_shared_rows(lines, depth + 1, counter, dependent, dtype)
         emit(depth, "}")
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
-        inner = self._row_loops(lines, depth)
-        self._store(lines, inner, counter, reference, env_ref, f"wo_ref[{self.row_flat}]")
-        for dependent in self.dependents:
-            self._render_final(lines, inner, counter, dependent, dtype)
+        self._write_finals(lines, indent, depth, counter, dtype)
+
+    def _close_row_loops(self, lines, inner: int) -> None:
+        """Close the row loops ``_row_loops`` opened (``inner``: the depth inside them)."""
         for _ in self.rows:
             inner -= 1
-            emit(inner, "}")
-        emit(indent, "}")
+            lines.append("    " * inner + "}")
+
+    def _write_finals(self, lines, indent: int, depth: int, counter, dtype) -> None:
+        """After the pass, per row: the reference stored, each dependent's final value; then
+        the pass's block (opened at ``indent``) closed."""
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True)}
+        inner = self._row_loops(lines, depth)
+        self._store(lines, inner, counter, self.reference, env_ref, f"wo_ref[{self.row_flat}]")
+        for dependent in self.dependents:
+            self._render_final(lines, inner, counter, dependent, dtype)
+        self._close_row_loops(lines, inner)
+        lines.append("    " * indent + "}")
 
     def _vector_slot(self, dependent: PassDependent) -> str:
         return f"&{dependent.accumulator}_v[({self.row_flat}) * {self.lanes}]"
