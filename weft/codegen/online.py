@@ -90,17 +90,23 @@ class OnlinePassWriter:
         if not self.rounded:
             return renderer
         fold_axis = dependent.fold.fold_axis
-        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
-        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
-        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
-            if var in row_vars:
-                renames[axis.name] = AxisIndex(row_vars[var])
-        target = substitute_axes(self.online.reference_term, renames)
+        target = self.reference_term_of(dependent)
         vector = renderer.is_vector(target)
         where = f"wo_t[{renderer.env[fold_axis]} - wo_jb]"
         code = f"wfc_load_f(&{where})" if vector else where
         renderer.memo[renderer.memo_key(target, vector)] = Value(code, self.local_views[self.reference.output].dtype, vector)
         return renderer
+
+    def reference_term_of(self, dependent: PassDependent) -> Expr:
+        """The reference's term as ``dependent``'s step reads it: on the dependent's fold axis
+        and on its own names of the pass's rows."""
+        fold_axis = dependent.fold.fold_axis
+        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
+        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
+        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
+            if var in row_vars:
+                renames[axis.name] = AxisIndex(row_vars[var])
+        return substitute_axes(self.online.reference_term, renames)
 
     def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
         """The accumulator of ``dependent`` at the current row (and extra point ``flat``)."""

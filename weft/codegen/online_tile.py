@@ -22,7 +22,6 @@ from weft.codegen.body import Value, scalar_unary
 from weft.codegen.online_scores import open_packing_loop, write_packing, write_score_tile
 from weft.codegen.render import fold_identity
 from weft.ir import (
-    AxisIndex,
     Binary,
     BinaryOp,
     DType,
@@ -33,7 +32,6 @@ from weft.ir import (
     expr_children,
     expr_loads,
 )
-from weft.ir.substitute import substitute_axes
 
 
 def _emit(lines: list[str], depth: int, text: str) -> None:
@@ -202,12 +200,7 @@ class TileBlockWriter:
         renderer.memo = shared
         renderer.vector_axis = fold_axis
         # the reference terms this step are the registers the max folded
-        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
-        renames = {w.online.reference_axis: AxisIndex(fold_axis)}
-        for axis, (_, var, _, _) in zip(w.reference.axes, w.rows, strict=True):
-            if var in row_vars:
-                renames[axis.name] = AxisIndex(row_vars[var])
-        target = substitute_axes(w.online.reference_term, renames)
+        target = w.reference_term_of(dependent)
         renderer.memo[renderer.memo_key(target, True)] = Value(f"wa_t{r}_{v}", DType.FLOAT32, True)
         # exp(t - max) has a non-positive argument: the shorter exp (exp_nonpositive)
         for node in _exps_of_distance(dependent.fold.term, target, w.reference.output):
