@@ -248,16 +248,17 @@ def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
                 mine = [r for r in rounds if r["arm"] == arm]
                 assert all(r["from_record"] for r in mine), f"{arm}: a warm compile did not reuse its record"
                 # ABBA: an arm sits at the ends in one round and in the middle in the next
-                ends = _median([r["compile_cpu_seconds"] for r in mine if r["position"] in (0, 3)])
-                middle = _median([r["compile_cpu_seconds"] for r in mine if r["position"] in (1, 2)])
+                ends = [r["compile_cpu_seconds"] for r in mine if r["position"] in (0, 3)]
+                middle = [r["compile_cpu_seconds"] for r in mine if r["position"] in (1, 2)]
                 cell[arm] = {"median_cpu_s": _median([r["compile_cpu_seconds"] for r in mine]),
                              "min_cpu_s": min(r["compile_cpu_seconds"] for r in mine),
                              "max_cpu_s": max(r["compile_cpu_seconds"] for r in mine),
-                             "spread": abs(ends - middle) / min(ends, middle)}
+                             "spread": abs(_median(ends) - _median(middle)) / min(_median(ends), _median(middle))
+                             if ends and middle else None}  # one round: each arm at one position only
             cells.append(cell)
             print(f"{workload:18} {depth:>3}  warm weft.compile CPU median: base {1e3 * cell['base']['median_cpu_s']:6.1f}"
-                  f" ms, this {1e3 * cell['this']['median_cpu_s']:6.1f} ms (spread {cell['base']['spread']:.0%} /"
-                  f" {cell['this']['spread']:.0%}, {repeats * 2} compiles each)", flush=True)
+                  f" ms, this {1e3 * cell['this']['median_cpu_s']:6.1f} ms (spread {_percent(cell['base']['spread'])} /"
+                  f" {_percent(cell['this']['spread'])}, {repeats * 2} compiles each)", flush=True)
     if profile_folder is not None:
         shutil.rmtree(profile_folder, ignore_errors=True)
     growth_of = {}
@@ -268,6 +269,10 @@ def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
         print(f"{workload}: warm growth {full} / 4 layers (median CPU): base {growth_of[workload]['base']:.2f}x,"
               f" this {growth_of[workload]['this']:.2f}x")
     return {"arms": {arm: str(root) for arm, root in arms.items()}, "cells": cells, "warm_growth": growth_of}
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _median(values: list[float]) -> float:
