@@ -165,3 +165,16 @@ def test_a_damaged_lowered_part_is_a_clear_error_when_first_read(tmp_path):
     recorded._body = recorded._body[: len(recorded._body) // 2]
     with pytest.raises(CompileError, match="cannot be read"):
         recorded.lowering()
+
+
+def test_the_plan_text_is_made_once_and_is_not_part_of_the_value():
+    """``Plan.text`` (what the key hashes) is kept with the plan: a second compile of the same
+    plan object does not walk it again; equal plans still compare and hash equal."""
+    import dataclasses
+
+    plan, again = _plan(), _plan()
+    text = plan.text()
+    assert plan.text() is text and again.text() == text
+    assert plan == again and hash(plan) == hash(again)
+    renamed = dataclasses.replace(plan, name="renamed")
+    assert renamed.text() != text and _key(renamed) != _key(plan)

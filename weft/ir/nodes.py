@@ -479,6 +479,7 @@ class Plan:
     name: str = "plan"
     # memo of ``index`` (a pure function of the fields above): no part of the value
     _index: PlanIndex | None = field(default=None, init=False, repr=False, compare=False)
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)  # memo of ``text()``
 
     @property
     def index(self) -> PlanIndex:
@@ -494,6 +495,18 @@ class Plan:
         for name, value in zip(("buffers", "kernels", "inputs", "outputs", "name"), state, strict=True):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_index", None)
+        object.__setattr__(self, "_text", None)
+
+    def text(self) -> str:
+        """Everything the plan says, as text: its name, each buffer's name, shape, dtype and
+        role, every member (its ``repr``), its inputs and outputs. Two plans with the same
+        text are the same program (``weft.runtime.record.record_key`` hashes it); made once
+        per plan, which is immutable (a second compile of it does not walk it again)."""
+        if self._text is None:
+            # enum members' ``_value_`` is their value (``.value`` is a descriptor call per access)
+            buffers = [(buffer.name, buffer.shape, buffer.dtype._value_, buffer.role._value_) for buffer in self.buffers]
+            object.__setattr__(self, "_text", repr((self.name, buffers, self.kernels, self.inputs, self.outputs)))
+        return self._text
 
     @property
     def members(self) -> tuple[Kernel, ...]:

@@ -5,8 +5,8 @@ cached by its source (``weft.codegen.driver``). The record keeps the decisions t
 led to that source (the lowered plan, its arena and the source itself) under a key
 that covers everything they depend on::
 
-    key = sha256(plan (names, shapes, bodies, inputs, outputs), fusion, contract, lanes,
-                 BLAS on/off, the Weft source files themselves)
+    key = sha256(Plan.text() (name; buffers' names, shapes, dtypes, roles; members;
+                 inputs, outputs), fusion, contract, lanes, BLAS on/off, the Weft source files)
 
 so a warm compile of the same plan skips composing, lowering and rendering. A
 ``fusion="priced"`` compile adds the decision record's key fields (threads, machine
@@ -18,8 +18,9 @@ patches Weft in-process compiles into a cache folder of its own. A record that c
 read is ignored (and rewritten);
 every file is written to a temporary name and renamed, so readers see whole files.
 
-A warm compile's cost is this key and this read. The key is per node of the plan (the
-IR's ``repr`` skips ``reprlib``'s recursion guard, ``weft.ir.nodes``); the read is not:
+A warm compile's cost is this key and this read. The key is per node of the plan, once
+per plan object (``Plan.text`` is kept with the immutable plan; the IR's ``repr`` is
+written without ``reprlib``'s recursion guard, ``weft.ir.nodes``); the read is not:
 a warm compile needs of the lowering only its ``LoweringSummary`` (arena bytes, number of
 calls, lanes, whether BLAS is called or weights are packed) and the C source, so the file
 holds those beside the lowered plan and arena *as pickled bytes*, unpickled on first use
@@ -71,15 +72,15 @@ def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: boo
     """``deciding``: what else the decisions depend on (``fusion="priced"``: the decision
     record's key fields, threads, machine profile and compiler among them). ``bound``: the
     inputs bound at compile (``params=``: their weights may be packed at load)."""
-    # enum members' ``_value_`` is their value (``.value`` is a descriptor call per access)
-    buffers = [(buffer.name, buffer.shape, buffer.dtype._value_, buffer.role._value_) for buffer in plan.buffers]
-    text = repr((FORMAT, plan.name, buffers, plan.kernels, plan.inputs, plan.outputs,
-                 fusion, contract, lanes, use_blas, weft_source_digest(), deciding, tuple(sorted(bound))))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    options = repr((FORMAT, fusion, contract, lanes, use_blas, weft_source_digest(), deciding, tuple(sorted(bound))))
+    digest = hashlib.sha256(plan.text().encode())
+    digest.update(b"\0" + options.encode())
+    return digest.hexdigest()[:32]
 
 
-# record_key spells a buffer by these fields; a new field must join the key
+# Plan.text spells a buffer by these fields and a plan by these; a new field must join the key
 assert tuple(f.name for f in dataclasses.fields(Buffer)) == ("name", "shape", "dtype", "role")
+assert tuple(f.name for f in dataclasses.fields(Plan) if f.init) == ("buffers", "kernels", "inputs", "outputs", "name")
 
 
 def _path(cache_dir: Path, key: str) -> Path:
