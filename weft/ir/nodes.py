@@ -503,8 +503,9 @@ class Plan:
         text are the same program (``weft.runtime.record.record_key`` hashes it); made once
         per plan, which is immutable (a second compile of it does not walk it again)."""
         if self._text is None:
-            # enum members' ``_value_`` is their value (``.value`` is a descriptor call per access)
-            buffers = [(buffer.name, buffer.shape, buffer.dtype._value_, buffer.role._value_) for buffer in self.buffers]
+            # a buffer as repr(name):repr(shape):dtype:role; (enum members' ``_value_`` is their
+            # value: ``.value`` is a descriptor call per access)
+            buffers = "".join([f"{b.name!r}:{b.shape!r}:{b.dtype._value_}:{b.role._value_};" for b in self.buffers])
             object.__setattr__(self, "_text", repr((self.name, buffers, self.kernels, self.inputs, self.outputs)))
         return self._text
 

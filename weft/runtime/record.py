@@ -209,8 +209,8 @@ def load_record(cache_dir: Path, key: str, plan: Plan) -> Recorded | None:
     if (version != FORMAT or not isinstance(source, str) or not isinstance(summary, LoweringSummary)
             or not isinstance(rests_on, tuple) or not isinstance(body, bytes)):
         return None
-    if not set(buffers) <= {buffer.name for buffer in plan.buffers} or \
-            not set(members) <= {kernel.output for kernel in plan.kernels}:
+    index = plan.index  # built once per plan (loading the compiled plan reads it too)
+    if not index.buffers.keys() >= set(buffers) or not index.kernels.keys() >= set(members):
         return None
     return Recorded(source, summary, rests_on, body, plan, path)
 
