@@ -214,11 +214,14 @@ def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wan
 
 
 def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
-    """Warm compiles of this checkout ("this") beside another ("base", ``against``) in one run:
-    per workload at 4 layers and full depth, each arm's cache filled by one cold compile,
-    then ``repeats`` rounds of warm compiles, each in a fresh process, in ABBA / BAAB order.
-    Reports the medians of ``weft.compile``'s CPU seconds per arm, the growth full / 4
-    layers, and each arm's spread (the gap between its two positions' medians: the floor)."""
+    """Warm compiles of this checkout ("this") beside another ("base", ``against``) in one run,
+    per workload at 4 layers and at full depth, each in a fresh process. Every (arm, depth)
+    cache is filled first (a cold compile, then compiles until one reuses its record); then
+    ``repeats`` rounds, the arms in ABBA / BAAB order and at each arm's turn both depths back
+    to back (their order alternating), so each growth full / 4 layers is a *paired* ratio of
+    two compiles made moments apart: load drift between depths cancels. Reports per arm and
+    depth the median CPU seconds of ``weft.compile``, the spread (the gap between the
+    medians of an arm's two positions) and the growth: the median of the paired ratios."""
     arms = {"base": Path(against).resolve(), "this": ROOT}
     profile_folder = None
     if fusion == "priced":
@@ -226,52 +229,58 @@ def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
         calibrated_profile(profile_folder)
     cells = []
     for workload in workloads:
-        for depth in sorted({4, DEPTHS[workload][-1]}):
-            caches = {arm: fresh_cache(profile_folder) for arm in arms}
-            try:
-                fills = {}
-                for arm, root in arms.items():  # cold: fills the cache; a priced cold compile that left a
-                    for fills[arm] in range(1, 4):  # region undecided (its budget, on a loaded machine)
-                        if measure(workload, depth, caches[arm].name, fusion, False, root)["from_record"]:
-                            break  # writes no compile record: the next compile decides it and writes one
-                rounds = []
-                for number in range(repeats):
-                    order = ("base", "this", "this", "base") if number % 2 == 0 else ("this", "base", "base", "this")
-                    for position, arm in enumerate(order):
-                        warm = measure(workload, depth, caches[arm].name, fusion, False, arms[arm])
-                        rounds.append({"round": number, "position": position, "arm": arm,
+        depths = (4, DEPTHS[workload][-1])
+        caches = {(arm, depth): fresh_cache(profile_folder) for arm in arms for depth in depths}
+        fills, rounds = {}, []
+        try:
+            for (arm, depth), cache in caches.items():  # a cold compile, then until one reuses the record:
+                for fills[f"{arm} {depth}"] in range(1, 4):  # a priced cold compile that left a region
+                    if measure(workload, depth, cache.name, fusion, False, arms[arm])["from_record"]:
+                        break  # undecided (its budget, on a loaded machine) writes none; the next one does
+            for number in range(repeats):
+                order = ("base", "this", "this", "base") if number % 2 == 0 else ("this", "base", "base", "this")
+                for position, arm in enumerate(order):
+                    for depth in depths if (number + position) % 2 == 0 else depths[::-1]:
+                        warm = measure(workload, depth, caches[(arm, depth)].name, fusion, False, arms[arm])
+                        rounds.append({"round": number, "position": position, "arm": arm, "depth": depth,
                                        "compile_cpu_seconds": warm["compile_cpu_seconds"],
                                        "compile_seconds": warm["compile_seconds"], "from_record": warm["from_record"],
                                        "first_lowered_cpu_seconds": warm.get("first_lowered_cpu_seconds")})
-            finally:
-                for cache in caches.values():
-                    cache.cleanup()
-            cell = {"workload": workload, "depth": depth, "rounds": rounds, "filling_compiles": fills}
-            for arm in arms:
-                mine = [r for r in rounds if r["arm"] == arm]
-                assert all(r["from_record"] for r in mine), f"{arm}: a warm compile did not reuse its record"
+        finally:
+            for cache in caches.values():
+                cache.cleanup()
+        cell = {"workload": workload, "depths": depths, "filling_compiles": fills, "rounds": rounds}
+        for arm in arms:
+            mine = [r for r in rounds if r["arm"] == arm]
+            assert all(r["from_record"] for r in mine), f"{arm}: a warm compile did not reuse its record"
+            cpu = {(r["round"], r["position"], r["depth"]): r["compile_cpu_seconds"] for r in mine}
+            paired = [cpu[(n, p, depths[1])] / cpu[(n, p, depths[0])] for n, p, d in cpu if d == depths[0]]
+            cell[arm] = {"growth_median_paired": _median(paired), "growth_min": min(paired), "growth_max": max(paired)}
+            for depth in depths:
+                values = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth]
                 # ABBA: an arm sits at the ends in one round and in the middle in the next
-                ends = [r["compile_cpu_seconds"] for r in mine if r["position"] in (0, 3)]
-                middle = [r["compile_cpu_seconds"] for r in mine if r["position"] in (1, 2)]
-                cell[arm] = {"median_cpu_s": _median([r["compile_cpu_seconds"] for r in mine]),
-                             "min_cpu_s": min(r["compile_cpu_seconds"] for r in mine),
-                             "max_cpu_s": max(r["compile_cpu_seconds"] for r in mine),
-                             "spread": abs(_median(ends) - _median(middle)) / min(_median(ends), _median(middle))
-                             if ends and middle else None}  # one round: each arm at one position only
-            cells.append(cell)
-            print(f"{workload:18} {depth:>3}  warm weft.compile CPU median: base {1e3 * cell['base']['median_cpu_s']:6.1f}"
-                  f" ms, this {1e3 * cell['this']['median_cpu_s']:6.1f} ms (spread {_percent(cell['base']['spread'])} /"
-                  f" {_percent(cell['this']['spread'])}, {repeats * 2} compiles each)", flush=True)
+                ends = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth and r["position"] in (0, 3)]
+                middle = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth and r["position"] in (1, 2)]
+                cell[arm][str(depth)] = {
+                    "median_cpu_s": _median(values), "min_cpu_s": min(values), "max_cpu_s": max(values),
+                    "spread": abs(_median(ends) - _median(middle)) / min(_median(ends), _median(middle))
+                    if ends and middle else None}  # one round: each arm at one position only
+        cells.append(cell)
+        for depth in depths:
+            print(f"{workload:18} {depth:>3}  warm weft.compile CPU median: base"
+                  f" {1e3 * cell['base'][str(depth)]['median_cpu_s']:6.1f} ms, this"
+                  f" {1e3 * cell['this'][str(depth)]['median_cpu_s']:6.1f} ms (spread"
+                  f" {_percent(cell['base'][str(depth)]['spread'])} / {_percent(cell['this'][str(depth)]['spread'])},"
+                  f" {repeats * 2} compiles each)", flush=True)
+        print(f"{workload}: warm growth {depths[1]} / 4 layers (median of {repeats * 2} paired ratios): base"
+              f" {cell['base']['growth_median_paired']:.2f}x ({cell['base']['growth_min']:.2f}-"
+              f"{cell['base']['growth_max']:.2f}), this {cell['this']['growth_median_paired']:.2f}x"
+              f" ({cell['this']['growth_min']:.2f}-{cell['this']['growth_max']:.2f})", flush=True)
     if profile_folder is not None:
         shutil.rmtree(profile_folder, ignore_errors=True)
-    growth_of = {}
-    for workload in workloads:
-        mine = {cell["depth"]: cell for cell in cells if cell["workload"] == workload}
-        full = DEPTHS[workload][-1]
-        growth_of[workload] = {arm: mine[full][arm]["median_cpu_s"] / mine[4][arm]["median_cpu_s"] for arm in arms}
-        print(f"{workload}: warm growth {full} / 4 layers (median CPU): base {growth_of[workload]['base']:.2f}x,"
-              f" this {growth_of[workload]['this']:.2f}x")
-    return {"arms": {arm: str(root) for arm, root in arms.items()}, "cells": cells, "warm_growth": growth_of}
+    return {"arms": {arm: str(root) for arm, root in arms.items()}, "cells": cells,
+            "warm_growth": {cell["workload"]: {arm: cell[arm]["growth_median_paired"] for arm in arms}
+                            for cell in cells}}
 
 
 def _percent(value: float | None) -> str:
