@@ -287,9 +287,10 @@ class CompiledPlan:
         return self._lowered_and_arena()[1]
 
     def _lowered_and_arena(self) -> tuple[LoweredPlan, ArenaPlan]:
-        if self._lowering is None:
-            self._lowering = self._recorded.lowering()
-        return self._lowering
+        lowering = self._lowering
+        if lowering is None:  # two threads asking at once both read it: the same value
+            lowering = self._lowering = self._recorded.lowering()
+        return lowering
 
     @functools.cached_property
     def groups(self) -> tuple[tuple[str, ...], ...]:

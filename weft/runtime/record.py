@@ -190,7 +190,7 @@ class Recorded:
             if not isinstance(lowered, LoweredPlan) or not isinstance(arena, ArenaPlan):
                 raise CompileError(f"the compile record {self.path} of plan {self._plan.name} holds no lowered"
                                    " plan; delete it and compile again")
-            self._lowering, self._body = (lowered, arena), b""
+            self._lowering = (lowered, arena)  # (the bytes are kept: a second thread may be reading them)
         return self._lowering
 
 
