@@ -116,17 +116,19 @@ def child(workload: str, depth: int, fusion: str = "greedy", digest: bool = True
     traced = time.perf_counter()
     compile_cpu = time.process_time()
     compiled = weft.compile(plan, contract="inference", fusion=fusion)
-    done = time.perf_counter()
+    done, done_cpu = time.perf_counter(), time.process_time()
     total = done - wall
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    functions = compiled.lowered.functions
+    functions = compiled.lowered.functions  # a warm compile reads the lowered plan now (first use)
+    lowered_cpu = time.process_time() - done_cpu
     row = {
         "workload": workload, "depth": depth, "fusion": fusion, "members": len(plan.kernels),
         "calls": len(functions), "distinct_functions": len({function.name for function in functions}),
         "compiled_now": compiled.compiled_now, "from_record": compiled.from_record, "seconds": total,
-        "compile_seconds": done - traced, "compile_cpu_seconds": time.process_time() - compile_cpu,
+        "compile_seconds": done - traced, "compile_cpu_seconds": done_cpu - compile_cpu,
+        "first_lowered_cpu_seconds": lowered_cpu,
         "stages": {"trace": traced - wall, **compiled.stage_seconds},
-        "cpu_seconds": time.process_time() - cpu,
+        "cpu_seconds": done_cpu - cpu,
         "compiler_cpu_seconds": (children.ru_utime + children.ru_stime) - (usage.ru_utime + usage.ru_stime),
         "kernel_set": compiled.kernel_set(),
     }
@@ -148,10 +150,12 @@ def runs_cheaply(workload: str, depth: int) -> bool:
     return not (workload == "sam3-encoder" and depth > 4)
 
 
-def measure(workload: str, depth: int, cache_dir: str, fusion: str = "greedy", digest: bool = True) -> dict:
-    environment = {**os.environ, "WEFT_CACHE_DIR": cache_dir, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", workload, str(depth), "--fusion", fusion,
-               *(() if digest else ("--no-digest",))]
+def measure(workload: str, depth: int, cache_dir: str, fusion: str = "greedy", digest: bool = True,
+            root: Path = ROOT) -> dict:
+    """One child process (``--child``) of the checkout at ``root`` (``--against``: another one)."""
+    environment = {**os.environ, "WEFT_CACHE_DIR": cache_dir, "PYTHONPATH": str(root)}
+    command = [sys.executable, str(root / "benchmarks" / "compile_time.py"), "--child", workload, str(depth),
+               "--fusion", fusion, *(() if digest else ("--no-digest",))]
     result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=900)
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
@@ -207,6 +211,86 @@ def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wan
     if profile_folder is not None:
         shutil.rmtree(profile_folder, ignore_errors=True)
     return rows
+
+
+def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
+    """Warm compiles of this checkout ("this") beside another ("base", ``against``) in one run,
+    per workload at 4 layers and at full depth, each in a fresh process. Every (arm, depth)
+    cache is filled first (a cold compile, then compiles until one reuses its record); then
+    ``repeats`` rounds, the arms in ABBA / BAAB order and at each arm's turn both depths back
+    to back (their order alternating), so each growth full / 4 layers is a *paired* ratio of
+    two compiles made moments apart: load drift between depths cancels. Reports per arm and
+    depth the median CPU seconds of ``weft.compile``, the spread (the gap between the
+    medians of an arm's two positions) and the growth: the median of the paired ratios."""
+    arms = {"base": Path(against).resolve(), "this": ROOT}
+    profile_folder = None
+    if fusion == "priced":
+        profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-profile-"))
+        calibrated_profile(profile_folder)
+    cells = []
+    for workload in workloads:
+        depths = (4, DEPTHS[workload][-1])
+        caches = {(arm, depth): fresh_cache(profile_folder) for arm in arms for depth in depths}
+        fills, rounds = {}, []
+        try:
+            for (arm, depth), cache in caches.items():  # a cold compile, then until one reuses the record:
+                for fills[f"{arm} {depth}"] in range(1, 4):  # a priced cold compile that left a region
+                    if measure(workload, depth, cache.name, fusion, False, arms[arm])["from_record"]:
+                        break  # undecided (its budget, on a loaded machine) writes none; the next one does
+            for number in range(repeats):
+                order = ("base", "this", "this", "base") if number % 2 == 0 else ("this", "base", "base", "this")
+                for position, arm in enumerate(order):
+                    for depth in depths if (number + position) % 2 == 0 else depths[::-1]:
+                        warm = measure(workload, depth, caches[(arm, depth)].name, fusion, False, arms[arm])
+                        rounds.append({"round": number, "position": position, "arm": arm, "depth": depth,
+                                       "compile_cpu_seconds": warm["compile_cpu_seconds"],
+                                       "compile_seconds": warm["compile_seconds"], "from_record": warm["from_record"],
+                                       "first_lowered_cpu_seconds": warm.get("first_lowered_cpu_seconds")})
+        finally:
+            for cache in caches.values():
+                cache.cleanup()
+        cell = {"workload": workload, "depths": depths, "filling_compiles": fills, "rounds": rounds}
+        for arm in arms:
+            mine = [r for r in rounds if r["arm"] == arm]
+            assert all(r["from_record"] for r in mine), f"{arm}: a warm compile did not reuse its record"
+            cpu = {(r["round"], r["position"], r["depth"]): r["compile_cpu_seconds"] for r in mine}
+            paired = [cpu[(n, p, depths[1])] / cpu[(n, p, depths[0])] for n, p, d in cpu if d == depths[0]]
+            cell[arm] = {"growth_median_paired": _median(paired), "growth_min": min(paired), "growth_max": max(paired)}
+            for depth in depths:
+                values = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth]
+                # ABBA: an arm sits at the ends in one round and in the middle in the next
+                ends = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth and r["position"] in (0, 3)]
+                middle = [r["compile_cpu_seconds"] for r in mine if r["depth"] == depth and r["position"] in (1, 2)]
+                cell[arm][str(depth)] = {
+                    "median_cpu_s": _median(values), "min_cpu_s": min(values), "max_cpu_s": max(values),
+                    "spread": abs(_median(ends) - _median(middle)) / min(_median(ends), _median(middle))
+                    if ends and middle else None}  # one round: each arm at one position only
+        cells.append(cell)
+        for depth in depths:
+            print(f"{workload:18} {depth:>3}  warm weft.compile CPU median: base"
+                  f" {1e3 * cell['base'][str(depth)]['median_cpu_s']:6.1f} ms, this"
+                  f" {1e3 * cell['this'][str(depth)]['median_cpu_s']:6.1f} ms (spread"
+                  f" {_percent(cell['base'][str(depth)]['spread'])} / {_percent(cell['this'][str(depth)]['spread'])},"
+                  f" {repeats * 2} compiles each)", flush=True)
+        print(f"{workload}: warm growth {depths[1]} / 4 layers (median of {repeats * 2} paired ratios): base"
+              f" {cell['base']['growth_median_paired']:.2f}x ({cell['base']['growth_min']:.2f}-"
+              f"{cell['base']['growth_max']:.2f}), this {cell['this']['growth_median_paired']:.2f}x"
+              f" ({cell['this']['growth_min']:.2f}-{cell['this']['growth_max']:.2f})", flush=True)
+    if profile_folder is not None:
+        shutil.rmtree(profile_folder, ignore_errors=True)
+    return {"arms": {arm: str(root) for arm, root in arms.items()}, "cells": cells,
+            "warm_growth": {cell["workload"]: {arm: cell[arm]["growth_median_paired"] for arm in arms}
+                            for cell in cells}}
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def priced_checks(cold: dict, warm: dict) -> dict:
@@ -293,6 +377,8 @@ def main(argv=None) -> int:
                         help="priced: run the plan for its output digest (auto: not the 32-block SAM3, minutes per run)")
     parser.add_argument("--no-digest", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--against", type=Path, default=None, metavar="CHECKOUT",
+                        help="warm compiles only, beside another checkout of Weft (the base), ABBA, --repeats rounds")
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "DEPTH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -302,9 +388,14 @@ def main(argv=None) -> int:
     unknown = [name for name in workloads if name not in DEPTHS]
     if unknown:
         parser.error(f"unknown workload(s) {unknown}; choose from {', '.join(DEPTHS)}")
+    started = time.time()
+    if args.against is not None:
+        result = run_against(workloads, args.repeats, args.fusion, args.against)
+        return _write(args, started, {"settings": {"contract": "inference", "fusion": args.fusion,
+                                                   "repeats": args.repeats, "against": str(args.against)},
+                                      **result}, "-against")
     print(f"{'workload':18} {'n':>3} {'memb':>5} {'calls':>5} {'fns':>4}  seconds (wall; cpu of this process +"
           " of the C compiler) and the share of each stage")
-    started = time.time()
     rows = run(workloads, args.repeats, args.quick, args.fusion, args.depths, args.digest)
     grown = {"wall": growth(rows), "cpu": growth(rows, _cpu), "compile_wall": growth(rows, _compile_only),
              "compile_cpu": growth(rows, _compile_only_cpu)}
@@ -313,21 +404,27 @@ def main(argv=None) -> int:
               + "".join(f"  {label} " + ", ".join(f"{grown[key][workload][kind]:.2f}x" for kind in KINDS)
                         for label, key in (("trace+compile wall", "wall"), ("cpu", "cpu"),
                                            ("weft.compile wall", "compile_wall"), ("cpu", "compile_cpu"))))
+    return _write(args, started, {
+        "settings": {"contract": "inference", "fusion": args.fusion, "repeats": args.repeats, "quick": args.quick,
+                     "depths": {w: DEPTHS[w] for w in workloads}},
+        "rows": rows, "growth_full_over_4": grown,
+    }, "-quick" if args.quick else "")
+
+
+def _write(args, started: float, content: dict, tag: str) -> int:
+    """Write the result JSON (with the command and provenance) to ``--out`` or results/."""
     sys.path.insert(0, str(ROOT))
     from weft.bench.result import weft_commit
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
-    tag = ("-priced" if args.fusion == "priced" else "") + ("-quick" if args.quick else "")
+    tag = ("-priced" if args.fusion == "priced" else "") + tag
     out = args.out or HERE / "results" / f"compile-time-{stamp}{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    load = os.getloadavg()
     out.write_text(json.dumps({
         "schema": "weft-compile-time/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "settings": {"contract": "inference", "fusion": args.fusion, "repeats": args.repeats, "quick": args.quick,
-                     "depths": {w: DEPTHS[w] for w in workloads}},
+        **content,
         "provenance": {**weft_commit(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
-                       "load_average_at_end": load},
-        "rows": rows, "growth_full_over_4": grown,
+                       "load_average_at_end": os.getloadavg()},
     }, indent=1))
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import subprocess
 import time
 
@@ -44,13 +45,13 @@ from weft.fuse import (
 )
 from weft.ir import Kernel, Plan, Role, verify
 from weft.lower import Target, lower_plan
-from weft.lower.contraction_prepack import packed_buffers, prepack_bound
+from weft.lower.contraction_prepack import prepack_bound
 from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
 from weft.runtime.memory import ArenaPlan, aligned_empty, plan_arena
-from weft.runtime.record import load_record_resting, record_key, save_record
+from weft.runtime.record import Recorded, load_record, record_key, save_record, summarize
 from weft.threads import BlasThreads, thread_pools_record
 
 
@@ -225,19 +226,21 @@ class Prepared:
 class CompiledPlan:
     """A plan compiled to native code. Call it with NumPy arrays, as ``weft.oracle.run``."""
 
-    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan, arena: ArenaPlan, artifact,
-                 params: dict[str, np.ndarray] | None = None, entry_prefix: str = "wf_") -> None:
+    def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan | None, arena: ArenaPlan | None, artifact,
+                 params: dict[str, np.ndarray] | None = None, entry_prefix: str = "wf_",
+                 recorded: Recorded | None = None) -> None:
+        """``recorded`` (a warm compile): ``lowered`` and ``arena`` are None; the compile record
+        gives what loading needs now (its ``LoweringSummary``) and them on first use."""
         self.plan = plan
         self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
         self.config = config
-        self.lowered = lowered
-        self.arena = arena
+        self._lowering = (lowered, arena) if recorded is None else None
+        self._recorded = recorded
+        summary = summarize(lowered, arena) if recorded is None else recorded.summary
         self.source_path = artifact.source_path
         self.so_path = artifact.so_path
         self.compiled_now = artifact.compiled
-        self.groups = tuple(function.members for function in lowered.functions)
-        self.function_names = tuple(function.name for function in lowered.functions)
-        self.arena_bytes = arena.nbytes
+        self.arena_bytes = summary.arena_bytes
         self.output_names = tuple(dict.fromkeys(plan.outputs))
         self.provenance = {
             "compiler": artifact.compiler.path,
@@ -245,7 +248,7 @@ class CompiledPlan:
             "flags": list(artifact.flags),
             "cpu_features": list(cpu_features()),
             "cpu_model": cpu_model(),
-            "lanes": lowered.lanes,
+            "lanes": summary.lanes,
             "contract": config.contract,
             "threads": config.threads,
             "fusion": config.fusion,
@@ -255,7 +258,7 @@ class CompiledPlan:
                         str(artifact.source_path), "-lm"],
             "compiled_now": artifact.compiled,
             "math": "weft.mathf" if uses_reference_math() else "fallback (double libm, rounded)",
-            "blas": any(type(n).__name__ == "GemmCall" for f in lowered.functions for n in f.nests),
+            "blas": summary.blas,
         }
         self.provenance["thread_pools"] = thread_pools_record(config.threads, self.provenance["blas"])
         self._raw_outputs: list[np.ndarray] | None = None
@@ -266,13 +269,37 @@ class CompiledPlan:
         self._partition = None  # fusion="priced": the priced partition (explain shows its prices)
         self.decide_report = None  # fusion="priced": what deciding did (record hits, prices, races)
         self.bodies = None  # fusion="matchers": anchor -> library bodies the matchers admitted
-        self.runner = NativeRunner(artifact.so_path, arena.nbytes, len(lowered.functions), entry_prefix)
-        if packed_buffers(lowered):  # bound weights packed into the arena now, read by every call
+        self.runner = NativeRunner(artifact.so_path, summary.arena_bytes, summary.calls, entry_prefix)
+        if summary.packs_weights:  # bound weights packed into the arena now, read by every call
             bound_inputs = (ctypes.c_void_p * max(1, len(plan.inputs)))(
                 *[self.params[name].ctypes.data if name in self.params else None for name in plan.inputs])
             self.runner.prepack(bound_inputs, config.threads)
         buffers = plan.buffer_map()
         self._output_specs = [(buffers[name].shape, NUMPY_DTYPE[buffers[name].dtype]) for name in self.output_names]
+
+    @property
+    def lowered(self) -> LoweredPlan:
+        """The lowered plan (a warm compile reads it from the compile record on first use)."""
+        return self._lowered_and_arena()[0]
+
+    @property
+    def arena(self) -> ArenaPlan:
+        return self._lowered_and_arena()[1]
+
+    def _lowered_and_arena(self) -> tuple[LoweredPlan, ArenaPlan]:
+        lowering = self._lowering
+        if lowering is None:  # two threads asking at once both read it: the same value
+            lowering = self._lowering = self._recorded.lowering()
+        return lowering
+
+    @functools.cached_property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The members of each call, in order."""
+        return tuple(function.members for function in self.lowered.functions)
+
+    @functools.cached_property
+    def function_names(self) -> tuple[str, ...]:
+        return tuple(function.name for function in self.lowered.functions)
 
     # ------------------------------------------------------------------ calling
 
@@ -582,14 +609,16 @@ def compile(  # noqa: A001 - the public name is weft.compile
             deciding = repr(sorted(decision_key_base(config, compiler_identity(config.cc)).items()))
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding,
                          tuple(bound)) if recordable else ""
-        recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
+        recorded = load_record(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
-            if still_recorded(recorded[3], config.cache_dir):
-                decide_report = DecideReport(recorded=len(recorded[3]), rests_on=recorded[3], from_compile_record=True)
+            if still_recorded(recorded.rests_on, config.cache_dir):
+                decide_report = DecideReport(recorded=len(recorded.rests_on), rests_on=recorded.rests_on,
+                                             from_compile_record=True)
             else:
                 recorded = None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
-        lowered, arena, source, _ = recorded  # (of this very plan, verified then: records follow compiles)
+        lowered = arena = None  # (of this very plan, verified then: records follow compiles), read on first use
+        source = recorded.source
     else:
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
@@ -604,7 +633,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
         with _timed(seconds, "record"):
             save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on)
     with _timed(seconds, "load"):
-        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
+        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound, recorded=recorded)
     compiled.from_record = recorded is not None
     compiled.stage_seconds = seconds
     compiled.partition = partition

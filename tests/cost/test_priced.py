@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+from plans.workloads import assert_agrees_with_oracle
 
 import weft
 from weft.compose import choose_regions
@@ -12,7 +12,6 @@ from weft.config import config_from_env
 from weft.explain import explain_partition
 from weft.fuse import region_pricing
 from weft.lower import Target
-from weft.oracle import run
 from weft.workloads import get_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,12 +64,7 @@ def test_priced_plans_match_the_oracle(name, contract, shared_cache, monkeypatch
     inputs = workload.inputs(**workload.small)
     compiled = weft.compile(plan, contract, threads=2, fusion="priced")
     assert compiled.partition is not None and compiled.partition.policy == "priced"
-    got, want = compiled(*inputs), run(plan, *inputs)
-    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):
-        if contract == "strict":
-            assert np.array_equal(a, b, equal_nan=True)
-        else:
-            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    assert_agrees_with_oracle(compiled, plan, inputs, contract)
 
 
 def test_priced_without_a_pricer_is_a_clear_error():

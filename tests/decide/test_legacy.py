@@ -2,15 +2,14 @@
 
 import io
 
-import numpy as np
 import pytest
+from plans.workloads import assert_agrees_with_oracle
 
 import weft
 from weft.compose import choose_regions
 from weft.decide.library import admitted_bodies
 from weft.decide.library.matchers import match_pattern
 from weft.decide.record import DecisionRecord
-from weft.oracle import run
 from weft.workloads import get_workload
 
 
@@ -28,12 +27,7 @@ def test_vit_block_fuses_exactly_the_matched_patterns_and_matches_the_oracle(con
     assert match_pattern(plan, fused["attn_out"]) == "attention"
     assert compiled.decide_report is None and compiled.partition.policy == "matchers"
     assert DecisionRecord.in_cache(cache).all() == []  # no price, no race, no record
-    got, want = compiled(*inputs), run(plan, *inputs)
-    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):
-        if contract == "strict":
-            assert np.array_equal(a, b, equal_nan=True)
-        else:
-            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    assert_agrees_with_oracle(compiled, plan, inputs, contract)
     text = io.StringIO()
     compiled.explain(file=text)
     assert "library bodies admitted by matchers:" in text.getvalue() and "attn_out:" in text.getvalue()

@@ -63,21 +63,22 @@ def test_minilm_stack_names_weights_by_layer():
     assert "weights_layer1_ln2_w" in plan.inputs and len(plan.inputs) == 2 + 2 * 16
 
 
-def test_weft_explain_examples_cnn(capsys):
-    argv = ["explain", f"{EXAMPLES}/cnn.py:build", "--fusion", "greedy"]
-    for key, value in SMALL["cnn"].items():
+def _cli_output(capsys, command: str, example: str, *options: str) -> str:
+    """``weft COMMAND examples/EXAMPLE.py:build OPTIONS`` at the example's small sizes: its output."""
+    argv = [command, f"{EXAMPLES}/{example}.py:build", *options]
+    for key, value in SMALL[example].items():
         argv += ["--set", f"{key}={value}"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def test_weft_explain_examples_cnn(capsys):
+    out = _cli_output(capsys, "explain", "cnn", "--fusion", "greedy")
     assert "policy greedy" in out and "conv2d" in out and "max_pool2d" in out
 
 
 def test_weft_diagnose_examples_bert(capsys):
-    argv = ["diagnose", f"{EXAMPLES}/bert.py:build", "--repeats", "1"]
-    for key, value in SMALL["bert"].items():
-        argv += ["--set", f"{key}={value}"]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
+    out = _cli_output(capsys, "diagnose", "bert", "--repeats", "1")
     assert "1. Whole step" in out and "tokens 16 -> 32" in out and "attn_attn_scores" in out
 
 

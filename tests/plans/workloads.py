@@ -1,5 +1,6 @@
 """Workload-shaped objects around hand-built plans (the interface of ``weft.workloads``:
-name, defaults, sequence_param, plan, inputs, torch_fn), for bench and diagnose tests."""
+name, defaults, sequence_param, plan, inputs, torch_fn), for bench and diagnose tests; and
+the check that a compiled workload agrees with the oracle."""
 
 from __future__ import annotations
 
@@ -51,3 +52,16 @@ class HandLayerNorm:
         rows, width = rows or self.defaults["rows"], width or self.defaults["width"]
         rng = np.random.default_rng(seed)
         return (rng.standard_normal((rows, width), dtype=np.float32), rng.standard_normal(width, dtype=np.float32))
+
+
+def assert_agrees_with_oracle(compiled, plan, inputs, contract: str) -> None:
+    """Every output of ``compiled`` on ``inputs`` against ``weft.oracle.run``: equal (NaN where
+    NaN) under Strict, within rtol 1e-3 / atol 1e-4 under Inference."""
+    from weft.oracle import run
+
+    got, want = compiled(*inputs), run(plan, *inputs)
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,), strict=True):
+        if contract == "strict":
+            assert np.array_equal(a, b, equal_nan=True)
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)

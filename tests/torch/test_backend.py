@@ -10,6 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 dynamo = pytest.importorskip("torch._dynamo")
 
+from backend_counting import CountingBackend, Recorder  # noqa: E402
+
 import weft.torch as wt  # noqa: E402
 from weft.errors import ConfigError  # noqa: E402
 from weft.testing import assert_inference_close  # noqa: E402
@@ -103,7 +105,7 @@ def test_strict_contract_option_reaches_weft_compile():
     with torch.no_grad():
         got = torch.compile(model, backend=counting, options={"contract": "strict", "fusion": "off"})(x)
     assert_inference_close(got.numpy(), reference(model, x)[0])
-    (graph,) = counting.graphs[0].weft_graphs
+    (graph,) = counting.compiled[0].weft_graphs
     (runnable,) = graph.specializations.values()
     calls = [n.target for n in runnable.graph.nodes if isinstance(n.target, wt.graph.PlanCall)]
     assert calls and all(c.compiled.config.contract == "strict" and c.compiled.config.fusion == "off" for c in calls)
@@ -184,19 +186,6 @@ def test_transposed_convolution_is_a_reported_fallback_with_the_right_answer():
     assert_inference_close(got.numpy(), reference(model, x)[0], context="transposed conv")
 
 
-class CountingBackend:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs, **kwargs):
-        compiled = wt.backend(gm, example_inputs, **kwargs)
-        self.graphs.append(compiled)
-        return compiled
-
-    def plan_compiles(self):
-        return sum(graph.compiles for compiled in self.graphs for graph in compiled.weft_graphs)
-
-
 def test_dynamic_sequence_length_compiles_one_graph_and_reuses_plans_per_length():
     model = Block().eval()
     counting = CountingBackend()
@@ -205,7 +194,7 @@ def test_dynamic_sequence_length_compiles_one_graph_and_reuses_plans_per_length(
         for length in (5, 9, 5, 9, 5):
             x = torch.randn(2, length, 16)
             assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
-    assert len(counting.graphs) == 1  # dynamo compiled once, with a symbolic length
+    assert len(counting.compiled) == 1  # dynamo compiled once, with a symbolic length
     assert counting.plan_compiles() == 2  # one plan per distinct length; returning lengths reuse theirs
 
 
@@ -216,7 +205,7 @@ def test_default_dynamic_recompiles_dynamo_at_most_once_for_many_lengths():
     with torch.no_grad():
         for length in (4, 6, 7, 6):
             compiled(torch.randn(1, length, 16))
-    assert len(counting.graphs) <= 2  # static first graph, then one symbolic graph for every other length
+    assert len(counting.compiled) <= 2  # static first graph, then one symbolic graph for every other length
     assert counting.plan_compiles() == 3  # length 4 (static graph), 6 and 7 (symbolic); 6 returns to its plan
 
 
@@ -269,10 +258,3 @@ def test_dynamo_float_scalars_enter_the_plan_as_float32_with_no_fallback():
     assert_inference_close(got.numpy(), want.double().numpy(), context="scaled cos/sin")
 
 
-class Recorder(list):
-    def __enter__(self):
-        self.token = wt._REPORTS.set(self)
-        return self
-
-    def __exit__(self, *exc):
-        wt._REPORTS.reset(self.token)

@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 dynamo = pytest.importorskip("torch._dynamo")
 
+from backend_counting import CountingBackend, Recorder  # noqa: E402
+
 import weft.torch as wt  # noqa: E402
 from weft.ir import Binary, BinaryOp, Combiner, Load  # noqa: E402
 from weft.testing import assert_inference_close  # noqa: E402
@@ -29,30 +31,8 @@ def fresh_dynamo():
     dynamo.reset()
 
 
-class Counting:
-    def __init__(self):
-        self.compiled = []
-
-    def __call__(self, gm, example_inputs, **kwargs):
-        result = wt.backend(gm, example_inputs, **kwargs)
-        self.compiled.append(result)
-        return result
-
-    def graphs(self):
-        return [graph for compiled in self.compiled for graph in compiled.weft_graphs]
-
-
 def fallbacks(counting, reports):
     return {op: n for report in reports for op, n in report.fallbacks.items()}
-
-
-class Recorder(list):
-    def __enter__(self):
-        self.token = wt._REPORTS.set(self)
-        return self
-
-    def __exit__(self, *exc):
-        wt._REPORTS.reset(self.token)
 
 
 def test_minilm_sentence_embeddings_match_eager_and_rank_the_same():
@@ -83,23 +63,28 @@ def test_minilm_sentence_embeddings_match_eager_and_rank_the_same():
     assert np.argsort(-want_cosine[0])[1] == 1  # the two eating sentences are closest: a real model
 
 
-def test_qwen2_greedy_generate_gives_eager_tokens_without_per_length_recompiles():
+def _tiny_qwen2(seed: int):
+    """A random two-layer Qwen2ForCausalLM (vocabulary 96, width 64, GQA 4:2), weights from ``seed``."""
     transformers = pytest.importorskip("transformers")
     config = transformers.Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    torch.manual_seed(0)
-    model = transformers.Qwen2ForCausalLM(config).eval()
+    torch.manual_seed(seed)
+    return transformers.Qwen2ForCausalLM(config).eval()
+
+
+def test_qwen2_greedy_generate_gives_eager_tokens_without_per_length_recompiles():
+    model = _tiny_qwen2(seed=0)
     prompt = torch.randint(0, 96, (2, 6))
     with torch.no_grad():
         want = model.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
-        counting = Counting()
+        counting = CountingBackend()
         eager_forward = model.forward
         model.forward = torch.compile(eager_forward, backend=counting, dynamic=True)
         with Recorder() as reports:
             got = model.generate(prompt, max_new_tokens=5, do_sample=False, pad_token_id=0)
     assert got.tolist() == want.tolist()
     # one dynamo graph per distinct call structure (prefill, decode), never one per length
-    assert len(counting.graphs()) <= 3
+    assert len(counting.weft_graphs()) <= 3
     # nothing stays in eager: the rotary tables' cos/sin are Weft's, and the float64 0-d scalars
     # dynamo passes under dynamic=True (attention_scaling) enter the plan as float32 inputs
     assert fallbacks(counting, reports) == {}
@@ -111,11 +96,7 @@ def test_qwen2_static_cache_generate_compiles_once_for_every_decode_length():
     """A static KV cache (transformers' StaticCache: index_copy_ at cache_position, attention over
     the whole cache under a mask) has the same shapes at every decode step: one Weft specialization
     for the prompt and one for all decode steps, 0 fallbacks (the cache write is index_put)."""
-    transformers = pytest.importorskip("transformers")
-    config = transformers.Qwen2Config(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    torch.manual_seed(1)
-    model = transformers.Qwen2ForCausalLM(config).eval()
+    model = _tiny_qwen2(seed=1)
     prompt = torch.randint(0, 96, (1, 5))
     settings = dict(max_new_tokens=7, do_sample=False, pad_token_id=0, cache_implementation="static")
     with torch.no_grad():
@@ -154,13 +135,13 @@ def test_sam3_encoder_block_twin_compiles_to_the_workload_plan_shape():
     size = dict(VIT_BLOCK.small)
     block = VIT_BLOCK.make_torch(**size)
     inputs = [torch.from_numpy(np.ascontiguousarray(a)) for a in VIT_BLOCK.make_inputs(np.random.default_rng(0), **size)]
-    counting = Counting()
+    counting = CountingBackend()
     with torch.no_grad(), Recorder() as reports:
         got = torch.compile(block, backend=counting)(*inputs)
         want = block(*[t.double() for t in inputs])
     assert_inference_close(got.numpy(), want.numpy(), context="vit-block twin")
     assert fallbacks(counting, reports) == {}
-    (graph,) = counting.graphs()
+    (graph,) = counting.weft_graphs()
     (runnable,) = graph.specializations.values()
     calls = [n.target for n in runnable.graph.nodes if isinstance(n.target, wt.graph.PlanCall)]
     assert len(calls) == 1  # the whole block is one Weft plan

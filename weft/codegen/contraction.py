@@ -156,16 +156,8 @@ class _ContractionWriter(PatchViewWriter):
             depth += 1
         self.emit(depth, f"for (long wf_cc = 0; wf_cc < {nr}; wf_cc++) {{")
         self.emit(depth + 1, f"if (wf_nb + wf_cc < {n}) {{")
-        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) {{")
-        env = {**self.batch_env(), **self.fold_env(depth + 3, "wf_kk"), column: "wf_nb + wf_cc"}
-        renderer = self.renderer(depth + 3, env)
-        value = renderer.render(nest.y_factor)
-        renderer.emit(f"wf_dst[wf_kk * {nr} + wf_cc] = {value.code};")
-        self.emit(depth + 2, "}")
-        self.emit(depth + 1, "} else {")
-        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < {k_total}; wf_kk++) wf_dst[wf_kk * {nr} + wf_cc] = 0.0f;")
-        self.emit(depth + 1, "}")
-        self.emit(depth, "}")
+        self.pack_steps(depth + 2, k_total, "wf_kk", {**self.batch_env(), column: "wf_nb + wf_cc"}, nest.y_factor,
+                        f"wf_kk * {nr} + wf_cc")
         if self.column_contiguous():
             self.emit(depth - 1, "}")
 
@@ -224,18 +216,26 @@ class _ContractionWriter(PatchViewWriter):
         self.emit(depth + 1, "if (wf_r < wf_mc) {")
         names = {axis: f"{self.var[axis]}_p" for axis in nest.row_axes}
         self.decode(depth + 2, "wf_ic + wf_r", nest.row_axes, names)
-        self.emit(depth + 2, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
-        env = {**self.batch_env(), **names, **self.fold_env(depth + 3, "wf_pc + wf_kk")}
-        renderer = self.renderer(depth + 3, env)
         # (only a patch view's weights so far: other workloads' packing is left as measured)
         flat = self.flat_load(nest.x_factor) if nest.y_split is not None else None
-        code = f"{flat[0]}[{renderer.index(flat[1])}]" if flat else renderer.render(nest.x_factor).code
-        renderer.emit(f"wf_dst[wf_kk * {mr}] = {code};")
-        self.emit(depth + 2, "}")
-        self.emit(depth + 1, "} else {")
-        self.emit(depth + 2, f"for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) wf_dst[wf_kk * {mr}] = 0.0f;")
-        self.emit(depth + 1, "}")
+        self.pack_steps(depth + 2, "wf_kc", "wf_pc + wf_kk", {**self.batch_env(), **names}, nest.x_factor,
+                        f"wf_kk * {mr}", flat=flat)
+
+    def pack_steps(self, depth: int, steps, fold_point: str, env: dict[str, str], factor, slot: str,
+                   flat=None) -> None:
+        """One packed row or column, inside its ``if (in range) {`` (opened at ``depth - 1``):
+        ``wf_dst[slot] = factor`` at every fold step ``wf_kk < steps`` (``fold_point``: the
+        step's point of the fold), zeros out of range; closes the ``if`` and the loop around it.
+        ``flat``: ``(pointer, index)`` of a load read at one flat address instead of ``factor``."""
+        self.emit(depth, f"for (long wf_kk = 0; wf_kk < {steps}; wf_kk++) {{")
+        renderer = self.renderer(depth + 1, {**env, **self.fold_env(depth + 1, fold_point)})
+        code = f"{flat[0]}[{renderer.index(flat[1])}]" if flat else renderer.render(factor).code
+        renderer.emit(f"wf_dst[{slot}] = {code};")
         self.emit(depth, "}")
+        self.emit(depth - 1, "} else {")
+        self.emit(depth, f"for (long wf_kk = 0; wf_kk < {steps}; wf_kk++) wf_dst[{slot}] = 0.0f;")
+        self.emit(depth - 1, "}")
+        self.emit(depth - 2, "}")
 
     # ------------------------------------------------------------------ the micro-tile
 

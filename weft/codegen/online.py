@@ -90,17 +90,23 @@ class OnlinePassWriter:
         if not self.rounded:
             return renderer
         fold_axis = dependent.fold.fold_axis
-        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
-        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
-        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
-            if var in row_vars:
-                renames[axis.name] = AxisIndex(row_vars[var])
-        target = substitute_axes(self.online.reference_term, renames)
+        target = self.reference_term_of(dependent)
         vector = renderer.is_vector(target)
         where = f"wo_t[{renderer.env[fold_axis]} - wo_jb]"
         code = f"wfc_load_f(&{where})" if vector else where
         renderer.memo[renderer.memo_key(target, vector)] = Value(code, self.local_views[self.reference.output].dtype, vector)
         return renderer
+
+    def reference_term_of(self, dependent: PassDependent) -> Expr:
+        """The reference's term as ``dependent``'s step reads it: on the dependent's fold axis
+        and on its own names of the pass's rows."""
+        fold_axis = dependent.fold.fold_axis
+        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
+        renames = {self.online.reference_axis: AxisIndex(fold_axis)}
+        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
+            if var in row_vars:
+                renames[axis.name] = AxisIndex(row_vars[var])
+        return substitute_axes(self.online.reference_term, renames)
 
     def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
         """The accumulator of ``dependent`` at the current row (and extra point ``flat``)."""
@@ -168,22 +174,29 @@ class OnlinePassWriter:
         emit(inner, f"{self.step} = wo_jb;")
         self._render_steps(lines, inner, counter, dtype, "wo_stop", self.fold_lanes)
         emit(inner, f"wo_ref[{self.row_flat}] = wo_ref_new[0];")
-        for _ in self.rows:
-            inner -= 1
-            emit(inner, "}")
+        self._close_row_loops(lines, inner)
         for dependent in self.dependents:
             if dependent.accumulator in self._parked:
                 self._render_shared_rows(lines, depth + 1, counter, dependent, dtype)
         emit(depth, "}")
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, self.rows, strict=True)}
-        inner = self._row_loops(lines, depth)
-        self._store(lines, inner, counter, reference, env_ref, f"wo_ref[{self.row_flat}]")
-        for dependent in self.dependents:
-            self._render_final(lines, inner, counter, dependent, dtype)
+        self._write_finals(lines, indent, depth, counter, dtype)
+
+    def _close_row_loops(self, lines, inner: int) -> None:
+        """Close the row loops ``_row_loops`` opened (``inner``: the depth inside them)."""
         for _ in self.rows:
             inner -= 1
-            emit(inner, "}")
-        emit(indent, "}")
+            lines.append("    " * inner + "}")
+
+    def _write_finals(self, lines, indent: int, depth: int, counter, dtype) -> None:
+        """After the pass, per row: the reference stored, each dependent's final value; then
+        the pass's block (opened at ``indent``) closed."""
+        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True)}
+        inner = self._row_loops(lines, depth)
+        self._store(lines, inner, counter, self.reference, env_ref, f"wo_ref[{self.row_flat}]")
+        for dependent in self.dependents:
+            self._render_final(lines, inner, counter, dependent, dtype)
+        self._close_row_loops(lines, inner)
+        lines.append("    " * indent + "}")
 
     def running_reference(self, dtype, new: str = "wo_ref_new[0]", run: str = "wo_ref_run[0]") -> str:
         """C setting ``run``, the reference the terms fold against, from the running ``new``:

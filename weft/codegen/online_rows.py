@@ -128,15 +128,5 @@ def write_pipelined(writer, lines: list[str], indent: int, counter) -> None:
     emit(inner, f"wo_jb = {last}; {step} = {last};  /* the last block's terms */")
     writer._render_steps(lines, inner, counter, dtype, str(extent), True)
     emit(inner, f"wo_ref[{writer.row_flat}] = wo_ref_new[0];")
-    for _ in writer.rows:
-        inner -= 1
-        emit(inner, "}")
-    env_ref = {axis.name: var for axis, (_, var, _, _) in zip(writer.reference.axes, writer.rows, strict=True)}
-    inner = writer._row_loops(lines, depth)
-    writer._store(lines, inner, counter, writer.reference, env_ref, f"wo_ref[{writer.row_flat}]")
-    for dependent in writer.dependents:
-        writer._render_final(lines, inner, counter, dependent, dtype)
-    for _ in writer.rows:
-        inner -= 1
-        emit(inner, "}")
-    emit(indent, "}")
+    writer._close_row_loops(lines, inner)
+    writer._write_finals(lines, indent, depth, counter, dtype)

@@ -35,20 +35,11 @@ def _renderer(scores: PackedScores, views: dict[str, BufferView], lines, depth: 
 def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: list[str], depth: int,
                   counter: Counter, parallel: bool) -> None:
     """Before the tile loop: every batch point's column factor in key blocks, shared by every tile."""
-    total = scores.batch_points * scores.panel_floats
     block, depth_points = scores.block, scores.depth
     _emit(lines, depth, f"/* {scores.describe()} */")
-    _emit(lines, depth, f"float *{scores.packed_k} = (float *)aligned_alloc(64, {-(-total * 4 // 64) * 64});")
-    if parallel:
-        _emit(lines, depth, "#pragma omp parallel for schedule(static)")
-    _emit(lines, depth, f"for (long wa_w = 0; wa_w < {scores.batch_points * scores.blocks}; wa_w++) {{")
+    env = open_packing_loop(lines, depth, scores.packed_k, scores.batch_points * scores.panel_floats,
+                            scores.batch_axes, scores.batch_points, "wa_kb", scores.blocks, parallel)
     inner = depth + 1
-    _emit(lines, inner, f"const long wa_kb = wa_w % {scores.blocks}; long wa_rem = wa_w / {scores.blocks}; (void)wa_rem;")
-    env = {}
-    for axis, extent in reversed(scores.batch_axes):
-        name = f"wa_b_{axis}"
-        _emit(lines, inner, f"const long {name} = wa_rem % {extent}; wa_rem /= {extent};")
-        env[axis] = name
     _emit(lines, inner, f"float *wa_dst = {scores.packed_k} + wa_w * {depth_points * block};")
     _emit(lines, inner, f"for (long wa_c = 0; wa_c < {block}; wa_c++) {{")
     _emit(lines, inner + 1, f"const long wa_j = wa_kb * {block} + wa_c;")
@@ -64,6 +55,25 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
     _emit(lines, inner + 1, "}")
     _emit(lines, inner, "}")
     _emit(lines, depth, "}")
+
+
+def open_packing_loop(lines: list[str], depth: int, pointer: str, floats: int, batch_axes, batch_points: int,
+                      inner: str, inner_extent: int, parallel: bool) -> dict[str, str]:
+    """Allocate ``pointer`` (``floats``, 64-byte aligned) and open the loop that fills it, one
+    work item ``wa_w`` per (batch point, ``inner`` point): ``inner = wa_w % inner_extent`` and
+    each of ``batch_axes`` ((axis, extent), outermost first) decoded from the rest as ``wa_b_<axis>``. Returns axis -> its C name;
+    the caller writes the item's body and closes the loop."""
+    _emit(lines, depth, f"float *{pointer} = (float *)aligned_alloc(64, {-(-floats * 4 // 64) * 64});")
+    if parallel:
+        _emit(lines, depth, "#pragma omp parallel for schedule(static)")
+    _emit(lines, depth, f"for (long wa_w = 0; wa_w < {batch_points * inner_extent}; wa_w++) {{")
+    _emit(lines, depth + 1,
+          f"const long {inner} = wa_w % {inner_extent}; long wa_rem = wa_w / {inner_extent}; (void)wa_rem;")
+    decoded = {}
+    for axis, extent in reversed(batch_axes):
+        decoded[axis] = f"wa_b_{axis}"
+        _emit(lines, depth + 1, f"const long wa_b_{axis} = wa_rem % {extent}; wa_rem /= {extent};")
+    return decoded
 
 
 def _outer_flat(rows, counts) -> str:

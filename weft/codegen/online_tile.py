@@ -20,10 +20,9 @@ from __future__ import annotations
 import re
 
 from weft.codegen.body import Value, scalar_unary
-from weft.codegen.online_scores import write_score_tile
+from weft.codegen.online_scores import open_packing_loop, write_packing, write_score_tile
 from weft.codegen.render import fold_identity
 from weft.ir import (
-    AxisIndex,
     Binary,
     BinaryOp,
     DType,
@@ -34,7 +33,6 @@ from weft.ir import (
     expr_children,
     expr_loads,
 )
-from weft.ir.substitute import substitute_axes
 
 
 def _emit(lines: list[str], depth: int, text: str) -> None:
@@ -204,12 +202,7 @@ class TileBlockWriter:
         renderer.memo = shared
         renderer.vector_axis = fold_axis
         # the reference terms this step are the registers the max folded
-        row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
-        renames = {w.online.reference_axis: AxisIndex(fold_axis)}
-        for axis, (_, var, _, _) in zip(w.reference.axes, w.rows, strict=True):
-            if var in row_vars:
-                renames[axis.name] = AxisIndex(row_vars[var])
-        target = substitute_axes(w.online.reference_term, renames)
+        target = w.reference_term_of(dependent)
         renderer.memo[renderer.memo_key(target, True)] = Value(f"wa_t{r}_{v}", DType.FLOAT32, True)
         # exp(t - max) has a non-positive argument: the shorter exp (exp_nonpositive)
         for node in _exps_of_distance(dependent.fold.term, target, w.reference.output):
@@ -299,17 +292,9 @@ def write_value_packing(online_pass, lines: list[str], depth: int, counter, para
     dependent = online_pass.dependents[tile.value_dependent]
     (axis, _), = dependent.extras
     extent, width = online_pass.online.extent, axis.extent
-    total = scores.batch_points * extent * width
-    _emit(lines, depth, f"float *{tile.packed_v} = (float *)aligned_alloc(64, {-(-total * 4 // 64) * 64});")
-    if parallel:
-        _emit(lines, depth, "#pragma omp parallel for schedule(static)")
-    _emit(lines, depth, f"for (long wa_w = 0; wa_w < {scores.batch_points * extent}; wa_w++) {{")
+    decoded = open_packing_loop(lines, depth, tile.packed_v, scores.batch_points * extent * width, scores.batch_axes,
+                                scores.batch_points, "wa_j", extent, parallel)
     inner = depth + 1
-    _emit(lines, inner, f"const long wa_j = wa_w % {extent}; long wa_rem = wa_w / {extent}; (void)wa_rem;")
-    decoded = {}
-    for name, size in reversed(scores.batch_axes):
-        decoded[name] = f"wa_b_{name}"
-        _emit(lines, inner, f"const long wa_b_{name} = wa_rem % {size}; wa_rem /= {size};")
     _emit(lines, inner, f"for (long wa_e = 0; wa_e < {width}; wa_e++) {{")
     env = {rest_axis: decoded[batch_axis] for rest_axis, batch_axis in tile.rest_env}
     env.update({dependent.fold.fold_axis: "wa_j", axis.name: "wa_e"})
@@ -329,8 +314,6 @@ def online_pass_renderer(online_pass, lines, depth: int, counter, env: dict[str,
 
 def write_pass_packing(online_pass, lines: list[str], depth: int, counter, parallel: bool) -> None:
     """Everything of the pass packed once per call, before the tile loop (K; V when it is packed)."""
-    from weft.codegen.online_scores import write_packing
-
     write_packing(online_pass.scores, online_pass.local_views, lines, depth, counter, parallel)
     if online_pass.tile is not None and online_pass.tile.pack_rest:
         write_value_packing(online_pass, lines, depth, counter, parallel)

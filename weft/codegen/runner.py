@@ -112,15 +112,7 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     lines += [
         "static int wf_steps(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
         " double *wf_seconds) {",
-        "#ifdef _OPENMP",
-        "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
-        "#endif",
-        f"    void *wf_p[{max(1, len(table))}];",
-        f"    for (long wf_s = 0; wf_s < {len(table)}; wf_s++) {{",
-        "        long wf_w = wf_slot_where[wf_s];",
-        "        wf_p[wf_s] = wf_slot_kind[wf_s] == 0 ? wf_in[wf_w]"
-        " : wf_slot_kind[wf_s] == 1 ? wf_out[wf_w] : (void *)(wf_arena + wf_w);",
-        "    }",
+        *_slot_pointers(len(table), "wf_out[wf_w]"),
         f"    for (int wf_k = 0; wf_k < {len(steps)}; wf_k++) {{",
         "        double wf_t0 = wf_seconds ? wfc_now() : 0.0;",
         "        if (wf_callers[wf_step_caller[wf_k]](wf_p, wf_args + wf_step_args[wf_k])) return wf_k + 1;",
@@ -130,15 +122,7 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
         "/* weights packed at bind (weft.lower.contraction_prepack): run once when the plan is loaded,",
         "   with the bound inputs (others may be null) */",
         "int wf_prepack(void *const *wf_in, char *wf_arena, int wf_threads) {",
-        "#ifdef _OPENMP",
-        "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
-        "#endif",
-        f"    void *wf_p[{max(1, len(table))}];",
-        f"    for (long wf_s = 0; wf_s < {len(table)}; wf_s++) {{",
-        "        long wf_w = wf_slot_where[wf_s];",
-        "        wf_p[wf_s] = wf_slot_kind[wf_s] == 0 ? wf_in[wf_w] : wf_slot_kind[wf_s] == 1 ? (void *)0"
-        " : (void *)(wf_arena + wf_w);",
-        "    }",
+        *_slot_pointers(len(table), "(void *)0"),  # no outputs yet
         "    (void)wf_p;",
         *pack_lines,
         "    return 0;", "}", "",
@@ -149,6 +133,22 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
         "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, wf_seconds);", "}", "",
     ]
     return "\n".join(lines)
+
+
+def _slot_pointers(slots: int, output: str) -> list[str]:
+    """An entry point's first lines: the thread count, then ``wf_p``, the pointer of every
+    argument slot (an input, an output: ``output``, or a place in the arena)."""
+    return [
+        "#ifdef _OPENMP",
+        "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
+        "#endif",
+        f"    void *wf_p[{max(1, slots)}];",
+        f"    for (long wf_s = 0; wf_s < {slots}; wf_s++) {{",
+        "        long wf_w = wf_slot_where[wf_s];",
+        f"        wf_p[wf_s] = wf_slot_kind[wf_s] == 0 ? wf_in[wf_w] : wf_slot_kind[wf_s] == 1 ? {output}"
+        " : (void *)(wf_arena + wf_w);",
+        "    }",
+    ]
 
 
 def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:

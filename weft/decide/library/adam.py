@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Expr, Kernel, Load, Plan, Unary, UnaryOp
+from weft.ir import AxisIndex, Binary, BinaryOp, Const, DType, Expr, Load, Plan, Unary, UnaryOp
 
 ADAM_ROLES = ("param", "grad", "m", "v", "new_param", "new_m", "new_v")
 
@@ -61,74 +61,68 @@ def _elementwise_load(expr: Expr, axes: tuple[str, ...]) -> str | None:
     return None
 
 
-def _binary(expr: Expr, op: BinaryOp) -> tuple[Expr, Expr] | None:
-    return (expr.left, expr.right) if isinstance(expr, Binary) and expr.op is op else None
-
-
 def _const(expr: Expr) -> float | None:
     return float(expr.value) if isinstance(expr, Const) and expr.dtype is DType.FLOAT32 else None
 
 
-def _scaled(expr: Expr, axes) -> tuple[float, str] | None:
-    """``Const * Load``."""
-    parts = _binary(expr, BinaryOp.MUL)
-    if parts is None or _const(parts[0]) is None:
-        return None
-    buffer = _elementwise_load(parts[1], axes)
-    return None if buffer is None else (_const(parts[0]), buffer)
+@dataclass(frozen=True, slots=True)
+class _Scalar:
+    """A float32 constant, bound to ``name``."""
+
+    name: str
 
 
-def _first_moment(kernel: Kernel, axes) -> tuple[float, str, float, str] | None:
-    """(b1, m, c1, g) of ``b1 * m + c1 * g``."""
-    parts = _binary(kernel.body, BinaryOp.ADD)
-    if parts is None:
-        return None
-    decay, fresh = _scaled(parts[0], axes), _scaled(parts[1], axes)
-    if decay is None or fresh is None:
-        return None
-    return decay[0], decay[1], fresh[0], fresh[1]
+@dataclass(frozen=True, slots=True)
+class _Element:
+    """A buffer read element for element (no padding), bound to ``name``; a name met twice
+    must be the same buffer."""
+
+    name: str
 
 
-def _second_moment(kernel: Kernel, axes) -> tuple[float, str, float, str] | None:
-    """(b2, v, c2, g) of ``b2 * v + (c2 * g) * g``."""
-    parts = _binary(kernel.body, BinaryOp.ADD)
-    if parts is None:
-        return None
-    decay = _scaled(parts[0], axes)
-    square = _binary(parts[1], BinaryOp.MUL)
-    if decay is None or square is None:
-        return None
-    scaled, again = _scaled(square[0], axes), _elementwise_load(square[1], axes)
-    if scaled is None or again != scaled[1]:
-        return None
-    return decay[0], decay[1], scaled[0], scaled[1]
+@dataclass(frozen=True, slots=True)
+class _Op:
+    op: BinaryOp | UnaryOp
+    operands: tuple
 
 
-def _update(kernel: Kernel, axes) -> tuple[str, float, str, str, float, float] | None:
-    """(p, s, m', v', q, eps) of ``p - s * (m' / (sqrt(v') / q + eps))``."""
-    parts = _binary(kernel.body, BinaryOp.SUB)
-    if parts is None:
-        return None
-    param = _elementwise_load(parts[0], axes)
-    step = _binary(parts[1], BinaryOp.MUL)
-    if param is None or step is None or _const(step[0]) is None:
-        return None
-    ratio = _binary(step[1], BinaryOp.DIV)
-    if ratio is None:
-        return None
-    moment = _elementwise_load(ratio[0], axes)
-    denominator = _binary(ratio[1], BinaryOp.ADD)
-    if moment is None or denominator is None or _const(denominator[1]) is None:
-        return None
-    root = _binary(denominator[0], BinaryOp.DIV)
-    if root is None or _const(root[1]) is None:
-        return None
-    if not (isinstance(root[0], Unary) and root[0].op is UnaryOp.SQRT):
-        return None
-    second = _elementwise_load(root[0].operand, axes)
-    if second is None:
-        return None
-    return param, _const(step[0]), moment, second, _const(root[1]), _const(denominator[1])
+def _bind(pattern, expr: Expr, axes: tuple[str, ...], bound: dict[str, object]) -> bool:
+    """Whether ``expr`` has the shape of ``pattern``; what the pattern names goes into ``bound``."""
+    match pattern:
+        case _Scalar(name):
+            value = _const(expr)
+        case _Element(name):
+            value = _elementwise_load(expr, axes)
+        case _Op(op, operands):
+            if isinstance(op, UnaryOp):
+                return isinstance(expr, Unary) and expr.op is op and _bind(operands[0], expr.operand, axes, bound)
+            return (isinstance(expr, Binary) and expr.op is op and _bind(operands[0], expr.left, axes, bound)
+                    and _bind(operands[1], expr.right, axes, bound))
+    if value is None or (name in bound and bound[name] != value):
+        return False
+    bound[name] = value
+    return True
+
+
+def _add(left, right) -> _Op:
+    return _Op(BinaryOp.ADD, (left, right))
+
+
+def _mul(left, right) -> _Op:
+    return _Op(BinaryOp.MUL, (left, right))
+
+
+def _div(left, right) -> _Op:
+    return _Op(BinaryOp.DIV, (left, right))
+
+
+# the three members of one step, as weft.nn.adam_step writes them (module doc)
+ADAM_MEMBERS = {
+    "first": _add(_mul(_Scalar("b1"), _Element("m")), _mul(_Scalar("c1"), _Element("grad"))),
+    "second": _add(_mul(_Scalar("b2"), _Element("v")), _mul(_mul(_Scalar("c2"), _Element("grad")), _Element("grad"))),
+    "update": _Op(BinaryOp.SUB, (_Element("param"), _mul(_Scalar("step"), _div(
+        _Element("new_m"), _add(_div(_Op(UnaryOp.SQRT, (_Element("new_v"),)), _Scalar("root")), _Scalar("eps")))))),
+}
 
 
 def match_adam(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | None:
@@ -143,29 +137,27 @@ def match_adam(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | None:
     shape = tuple(axis.extent for axis in kernels[0].axes)
     if any(tuple(axis.extent for axis in kernel.axes) != shape for kernel in kernels):
         return None
-    found = {}
+    found: dict[str, tuple[str, dict[str, object]]] = {}
     for kernel in kernels:
         own_axes = tuple(axis.name for axis in kernel.axes)
-        for name, reader in (("first", _first_moment), ("second", _second_moment), ("update", _update)):
-            parsed = reader(kernel, own_axes)
-            if parsed is not None and name not in found:
-                found[name] = (kernel.output, parsed)
+        for name, pattern in ADAM_MEMBERS.items():
+            bound: dict[str, object] = {}
+            if _bind(pattern, kernel.body, own_axes, bound) and name not in found:
+                found[name] = (kernel.output, bound)
                 break
-    if set(found) != {"first", "second", "update"}:
+    if set(found) != set(ADAM_MEMBERS):
         return None
-    new_m, (b1, m, c1, grad) = found["first"]
-    new_v, (b2, v, c2, grad_again) = found["second"]
-    new_param, (param, step, moment, second, root, eps) = found["update"]
-    if grad != grad_again or moment != new_m or second != new_v:
+    (new_m, first), (new_v, second), (new_param, update) = found["first"], found["second"], found["update"]
+    if first["grad"] != second["grad"] or update["new_m"] != new_m or update["new_v"] != new_v:
         return None
-    roles = (("param", param), ("grad", grad), ("m", m), ("v", v), ("new_param", new_param), ("new_m", new_m),
-             ("new_v", new_v))
+    roles = (("param", update["param"]), ("grad", first["grad"]), ("m", first["m"]), ("v", second["v"]),
+             ("new_param", new_param), ("new_m", new_m), ("new_v", new_v))
     buffers = plan.buffer_map()
     if any(buffers[name].dtype is not DType.FLOAT32 or buffers[name].shape != shape for _, name in roles):
         return None
     if len({name for _, name in roles}) != len(roles):
         return None  # an input read as two roles (or updated in place): not the step the body writes
-    constants = (("b1", b1), ("c1", c1), ("b2", b2), ("c2", c2), ("step", step), ("root", root), ("eps", eps))
+    constants = tuple((name, {**first, **second, **update}[name]) for name in ("b1", "c1", "b2", "c2", "step", "root", "eps"))
     del axes
     return LibraryMatch("fused adam", roles, constants, shape, (new_m, new_v, new_param))
 
