@@ -137,7 +137,7 @@ def child(workload: str, depth: int, fusion: str = "greedy", digest: bool = True
         row["decide"] = {"recorded": report.recorded, "priced": report.priced, "raced": report.raced,
                          "race_skipped": report.race_skipped, "written": report.written,
                          "price_calls": report.price_calls, "from_compile_record": report.from_compile_record,
-                         "undecided": not report.rests_on}
+                         "undecided": report.undecided}
         row["output_digest"] = compiled.output_digest(*RaceInputs(seed=1).for_plan(plan)) if digest else None
     return row
 

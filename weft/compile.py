@@ -584,12 +584,15 @@ def compile(  # noqa: A001 - the public name is weft.compile
                          tuple(bound)) if recordable else ""
         recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
-            if still_recorded(recorded[3], config.cache_dir):
-                decide_report = DecideReport(recorded=len(recorded[3]), rests_on=recorded[3], from_compile_record=True)
+            rests_on, undecided = recorded[3], recorded[4]
+            # candidates the budget left undecided: a larger budget may price them
+            if (undecided is None or config.budget_s <= undecided[1]) and still_recorded(rests_on, config.cache_dir):
+                decide_report = DecideReport(recorded=len(rests_on), rests_on=rests_on, from_compile_record=True,
+                                             undecided=undecided[0] if undecided else 0)
             else:
                 recorded = None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
-        lowered, arena, source, _ = recorded  # (of this very plan, verified then: records follow compiles)
+        lowered, arena, source, _, _ = recorded  # (of this very plan, verified then: records follow compiles)
     else:
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
@@ -600,9 +603,11 @@ def compile(  # noqa: A001 - the public name is weft.compile
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
     rests_on = decide_report.rests_on if decide_report is not None else ()
-    if recorded is None and recordable and (config.fusion != "priced" or rests_on):
+    left = decide_report.undecided if decide_report is not None else 0
+    if recorded is None and recordable and (config.fusion != "priced" or rests_on or left):
         with _timed(seconds, "record"):
-            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on)
+            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on,
+                        (left, config.budget_s) if left else None)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound)
     compiled.from_record = recorded is not None

@@ -177,7 +177,7 @@ def lower_decided(plan: Plan, config: Config, target: Target, contenders, compil
                              RaceBudget(config.budget_s * config.race_share), contenders(pricing))
     lowered, partition = lower_priced(plan, config, target, decided)
     report = decided.decide_report
-    report.rests_on = () if decided.undecided else decided.used()
+    report.rests_on, report.undecided = decided.used(), decided.undecided
     return lowered, partition, report
 
 
@@ -197,8 +197,6 @@ def still_recorded(rests_on: tuple, cache_dir) -> bool:
     record as it was (then the same regions come out, with no price and no race)."""
     from weft.decide.record import DecisionRecord
 
-    if not rests_on:
-        return False
     record = DecisionRecord.in_cache(cache_dir)
     try:
         for decision in rests_on:

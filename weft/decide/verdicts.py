@@ -138,16 +138,20 @@ class DecideReport:
     written: int = 0  # rows this compile wrote
     taken_from_others: int = 0  # rows another process wrote first
     price_calls: int = 0  # the pricer's tiling prices (zero on a warm compile)
-    rests_on: tuple = ()  # the recorded verdicts the regions came from (empty: some left undecided)
+    rests_on: tuple = ()  # the recorded verdicts the regions came from
+    undecided: int = 0  # verdicts the pricing budget left unpriced (their candidates stay unfused)
     from_compile_record: bool = False  # the whole compile reused (weft.runtime.record): nothing decided again
 
     def describe(self) -> str:
         if self.from_compile_record:
             return (f"decisions: {self.recorded} from the record, 0 priced now, 0 raced (the compile record of this"
-                    " plan reused whole: every verdict it rests on is still recorded as it was)")
+                    " plan reused whole: every verdict it rests on is still recorded as it was"
+                    + (f"; {self.undecided} verdicts its budget left undecided stay unfused, as then)"
+                       if self.undecided else ")"))
         return (f"decisions: {self.recorded} from the record, {self.priced} priced now, {self.raced} raced"
                 f" ({self.race_skipped} thin margins unraced), {self.written} written to the record"
-                + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else ""))
+                + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else "")
+                + (f", {self.undecided} verdicts left undecided by the pricing budget" if self.undecided else ""))
 
 
 class DecidedPricing:

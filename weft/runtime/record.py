@@ -11,7 +11,11 @@ that covers everything they depend on::
 so a warm compile of the same plan skips composing, lowering and rendering. A
 ``fusion="priced"`` compile adds the decision record's key fields (threads, machine
 profile, compiler, deciding code) to the key and stores the verdicts its regions rest on
-(``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. Hashing
+(``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. When
+the pricing budget left candidates undecided (unfused, not in the decision record), the record
+says so (``undecided``: their count and the budget), and a compile with the same or a smaller
+budget reuses it: it would leave them undecided again, and the warm plan is the cold one
+(a larger budget decides again, and may price them). Hashing
 Weft's own source (as Triton hashes its compiler) means an edited Weft never reads
 a record an older one wrote; it cannot see objects patched at run time, so a test that
 patches Weft in-process compiles into a cache folder of its own. A record that cannot be
@@ -42,7 +46,7 @@ from weft.ir import Buffer, Kernel, Plan
 from weft.lower.nest import LoweredPlan
 from weft.runtime.memory import ArenaPlan
 
-FORMAT = 2
+FORMAT = 3  # 3: the candidates a priced compile left undecided
 
 
 @functools.lru_cache(maxsize=1)
@@ -140,27 +144,31 @@ def load_record(cache_dir: Path, key: str, plan: Plan) -> tuple[LoweredPlan, Are
     return None if found is None else found[:3]
 
 
-def load_record_resting(cache_dir: Path, key: str, plan: Plan) -> tuple[LoweredPlan, ArenaPlan, str, tuple] | None:
-    """(lowered plan, arena, C source, what it rests on) for ``key``, or None. ``rests_on``:
-    the verdicts a priced compile's regions came from (``weft.decide.record.Decision``s); the
-    caller reuses the record only while each is still recorded as it was."""
+def load_record_resting(cache_dir: Path, key: str, plan: Plan) -> tuple[LoweredPlan, ArenaPlan, str, tuple,
+                                                                       tuple | None] | None:
+    """(lowered plan, arena, C source, what it rests on, undecided) for ``key``, or None.
+    ``rests_on``: the verdicts a priced compile's regions came from
+    (``weft.decide.record.Decision``s); the caller reuses the record only while each is still
+    recorded as it was. ``undecided``: None, or (candidates left undecided, the budget's seconds)."""
     try:
         with open(_path(cache_dir, key), "rb") as stream:
-            lowered, arena, source, rests_on = _RecordUnpickler(io.BytesIO(stream.read()), plan).load()
+            lowered, arena, source, rests_on, undecided = _RecordUnpickler(io.BytesIO(stream.read()), plan).load()
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, KeyError):
         return None
     if not isinstance(lowered, LoweredPlan) or not isinstance(arena, ArenaPlan) or not isinstance(source, str):
         return None
-    return (lowered, arena, source, rests_on) if isinstance(rests_on, tuple) else None
+    if not isinstance(rests_on, tuple) or not (undecided is None or isinstance(undecided, tuple)):
+        return None
+    return lowered, arena, source, rests_on, undecided
 
 
 def save_record(cache_dir: Path, key: str, plan: Plan, lowered: LoweredPlan, arena: ArenaPlan, source: str,
-                rests_on: tuple = ()) -> None:
+                rests_on: tuple = (), undecided: tuple | None = None) -> None:
     """Write the record atomically; a cache folder that cannot be written is not an error here
     (the shared object's own cache reports it)."""
     path = _path(cache_dir, key)
     stream = io.BytesIO()
-    _RecordPickler(stream, plan).dump((lowered, arena, source, rests_on))
+    _RecordPickler(stream, plan).dump((lowered, arena, source, rests_on, undecided))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, stream.getvalue())
