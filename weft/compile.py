@@ -584,11 +584,12 @@ def compile(  # noqa: A001 - the public name is weft.compile
                          tuple(bound)) if recordable else ""
         recorded = load_record_resting(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
-            rests_on, undecided = recorded[3], recorded[4]
+            rests_on, (undecided, budget_s) = recorded[3], recorded[4] or ((), None)
             # candidates the budget left undecided: a larger budget may price them
-            if (undecided is None or config.budget_s <= undecided[1]) and still_recorded(rests_on, config.cache_dir):
+            if (budget_s is None or config.budget_s <= budget_s) and still_recorded(rests_on, config.cache_dir,
+                                                                                    undecided):
                 decide_report = DecideReport(recorded=len(rests_on), rests_on=rests_on, from_compile_record=True,
-                                             undecided=undecided[0] if undecided else 0)
+                                             undecided=undecided)
             else:
                 recorded = None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
@@ -603,7 +604,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
     rests_on = decide_report.rests_on if decide_report is not None else ()
-    left = decide_report.undecided if decide_report is not None else 0
+    left = decide_report.undecided if decide_report is not None else ()
     if recorded is None and recordable and (config.fusion != "priced" or rests_on or left):
         with _timed(seconds, "record"):
             save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on,

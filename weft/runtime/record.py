@@ -13,9 +13,10 @@ so a warm compile of the same plan skips composing, lowering and rendering. A
 profile, compiler, deciding code) to the key and stores the verdicts its regions rest on
 (``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. When
 the pricing budget left candidates undecided (unfused, not in the decision record), the record
-says so (``undecided``: their count and the budget), and a compile with the same or a smaller
-budget reuses it: it would leave them undecided again, and the warm plan is the cold one
-(a larger budget decides again, and may price them). Hashing
+says so (``undecided``: their decision keys and the budget), and a compile with the same or a smaller
+budget reuses it while none of them has been recorded since: it would leave them undecided
+again, and the warm plan is the cold one (a larger budget decides again, and may price them;
+so does a compile after another one, a concurrent one, recorded some of them). Hashing
 Weft's own source (as Triton hashes its compiler) means an edited Weft never reads
 a record an older one wrote; it cannot see objects patched at run time, so a test that
 patches Weft in-process compiles into a cache folder of its own. A record that cannot be
@@ -149,7 +150,7 @@ def load_record_resting(cache_dir: Path, key: str, plan: Plan) -> tuple[LoweredP
     """(lowered plan, arena, C source, what it rests on, undecided) for ``key``, or None.
     ``rests_on``: the verdicts a priced compile's regions came from
     (``weft.decide.record.Decision``s); the caller reuses the record only while each is still
-    recorded as it was. ``undecided``: None, or (candidates left undecided, the budget's seconds)."""
+    recorded as it was. ``undecided``: None, or (the decision keys left undecided, the budget's seconds)."""
     try:
         with open(_path(cache_dir, key), "rb") as stream:
             lowered, arena, source, rests_on, undecided = _RecordUnpickler(io.BytesIO(stream.read()), plan).load()
