@@ -377,10 +377,11 @@ class NestWriter:
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
 
-    def fold_terms(self, depth: int, items, lane_axis: str | None) -> None:
+    def fold_terms(self, depth: int, items, lane_axis: str | None, first: str | None = None) -> None:
         """``acc = combine(acc, body)`` for each (point, accumulator, env override), in order.
 
-        With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis."""
+        With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis. ``first``:
+        the step is the first of its accumulator, which holds this identity (not read back)."""
         renderer = self.renderer(depth)
         combiner = self.kernel.fold.combiner
         for (row, column, vector), acc, override in items:
@@ -389,7 +390,7 @@ class NestWriter:
             lanes_here = vector or lane_axis is not None
             value = renderer.render(self.kernel.body)
             term = renderer.splat(value) if lanes_here else value.code
-            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, acc, term)};")
+            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, first or acc, term)};")
 
     def fold_lane_peel(self, point, fold_axis: str, extent: int) -> str | None:
         """A C expression for the scalar fold steps (0 .. lanes-1) before the largest float32
