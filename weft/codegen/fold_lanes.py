@@ -30,17 +30,17 @@ from weft.ir import DType
 
 
 def fold_lanes_by_index(writer, depth: int, point, fold_axis: str, extent: int, accumulators: list[str],
-                        peel: str) -> None:
+                        peel: str, identity: str) -> None:
     """Fold ``point``'s innermost axis (``extent`` steps, variable at 0) into the lane
-    ``accumulators`` in slot order (module docstring); ``peel`` is the C expression for
-    ``k0``. Leaves the fold variable at ``extent``."""
+    ``accumulators`` (holding ``identity``) in slot order (module docstring); ``peel`` is
+    the C expression for ``k0``. Leaves the fold variable at ``extent``."""
     variable = writer.var[fold_axis]
     start = f"{variable}_peel"
     writer.emit(depth, f"const long {start} = {peel};")
     writer.emit(depth, f"if ({start} == 0) {{")
     _aligned(writer, depth + 1, point, fold_axis, extent, accumulators)
     writer.emit(depth, "} else {")
-    _rotated(writer, depth + 1, point, fold_axis, extent, accumulators, start)
+    _rotated(writer, depth + 1, point, fold_axis, extent, accumulators, start, identity)
     writer.emit(depth, "}")
 
 
@@ -73,12 +73,11 @@ def _aligned(writer, depth: int, point, fold_axis: str, extent: int, accumulator
         writer.emit(depth, "}")
 
 
-def _rotated(writer, depth: int, point, fold_axis: str, extent: int, accumulators: list[str], start: str) -> None:
+def _rotated(writer, depth: int, point, fold_axis: str, extent: int, accumulators: list[str], start: str,
+             identity: str) -> None:
     """``0 < k0 < lanes``: the head into the last accumulator's top lanes, the vector loops
     from ``k0``, whole vectors of the tail into the next accumulators, the last steps one by
     one into the lanes of the one after, and the accumulators rotated back by ``k0`` lanes."""
-    from weft.codegen.render import fold_identity  # render imports this module
-
     lanes, variable = writer.nest.lanes, writer.var[fold_axis]
     dtype = writer.dtype
     suffix = SUFFIX[dtype]
@@ -92,7 +91,7 @@ def _rotated(writer, depth: int, point, fold_axis: str, extent: int, accumulator
     writer.emit(depth + 1, f"wfc_store_{suffix}({head}, {accumulators[-1]});")
     writer.emit(depth + 1, f"for (; {variable} < {start}; {variable}++) {{")
     writer.fold_terms(depth + 2, [(point, f"{head}[{lanes} - {start} + {variable}]", {})], None,
-                      first=fold_identity(writer.kernel.fold.combiner, dtype))
+                      first=identity)
     writer.emit(depth + 1, "}")
     writer.emit(depth + 1, f"{accumulators[-1]} = wfc_load_{suffix}({head});")
     writer.emit(depth, "}")

@@ -326,7 +326,8 @@ class NestWriter:
                 # Inference: the vector loops start where the widest stream's loads start on a
                 # 64-byte line (NumPy's large arrays sit 16 bytes in: every vector load split two
                 # lines), the fold's split into lanes still by index (weft.codegen.fold_lanes)
-                fold_lanes_by_index(self, depth, points[0], last.name, last.extent, lane_accumulators, peel)
+                fold_lanes_by_index(self, depth, points[0], last.name, last.extent, lane_accumulators, peel,
+                                    identity)
                 scalar_tail = False
             else:
                 span_loop(self, depth, points[0], last.name, last.extent, lane_accumulators)
