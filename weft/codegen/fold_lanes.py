@@ -66,11 +66,8 @@ def _aligned(writer, depth: int, point, fold_axis: str, extent: int, accumulator
         writer.fold_terms(depth, [(point, accumulators[n], {fold_axis: f"{variable} + {n * lanes}"})], fold_axis)
     if vectors:
         writer.emit(depth, f"{variable} += {vectors * lanes};")
-    rest = done + vectors * lanes
-    if rest < extent:
-        writer.emit(depth, f"for (; {variable} < {extent}; {variable}++) {{")
-        writer.fold_terms(depth + 1, [(point, f"{accumulators[vectors]}[{variable} - {rest}]", {})], None)
-        writer.emit(depth, "}")
+    if done + vectors * lanes < extent:
+        _steps_into(writer, depth, point, fold_axis, extent, accumulators[vectors])
 
 
 def _rotated(writer, depth: int, point, fold_axis: str, extent: int, accumulators: list[str], start: str,
