@@ -102,3 +102,12 @@ def test_a_matrix_vector_fold_splits_by_index_at_every_offset(depth, cache):
                for offset_x in (0, 20) for offset_w in range(0, 64, 4)}
     assert len(outputs) == 1
     assert_inference_close(compiled(x, w), run(plan, x, w))
+
+
+def test_bound_weights_start_on_a_line(cache):
+    """params= copies each weight to a 64-byte line, whatever the caller's alignment."""
+    plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((1, 300)), weft.spec((37, 300)), name="bound")
+    w = _at_offset(np.random.default_rng(0).standard_normal((37, 300), dtype=np.float32), 4)
+    compiled = weft.compile(plan, "inference", threads=1, fusion="off", params={plan.inputs[1]: w})
+    bound = compiled.params[plan.inputs[1]]
+    assert bound.ctypes.data % 64 == 0 and not bound.flags.writeable and np.array_equal(bound, w)
