@@ -611,9 +611,12 @@ def compile(  # noqa: A001 - the public name is weft.compile
                          tuple(bound)) if recordable else ""
         recorded = load_record(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
-            if still_recorded(recorded.rests_on, config.cache_dir):
+            undecided, budget_s = recorded.undecided or ((), None)
+            # candidates the budget left undecided: a larger budget may price them
+            if (budget_s is None or config.budget_s <= budget_s) and still_recorded(recorded.rests_on,
+                                                                                    config.cache_dir, undecided):
                 decide_report = DecideReport(recorded=len(recorded.rests_on), rests_on=recorded.rests_on,
-                                             from_compile_record=True)
+                                             from_compile_record=True, undecided=undecided)
             else:
                 recorded = None
     if recorded is not None:  # a warm compile: the regions, lowering and C of an earlier one
@@ -629,9 +632,11 @@ def compile(  # noqa: A001 - the public name is weft.compile
     with _timed(seconds, "build"):  # the C compiler, or the cache lookup of a warm compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
     rests_on = decide_report.rests_on if decide_report is not None else ()
-    if recorded is None and recordable and (config.fusion != "priced" or rests_on):
+    left = decide_report.undecided if decide_report is not None else ()
+    if recorded is None and recordable and (config.fusion != "priced" or rests_on or left):
         with _timed(seconds, "record"):
-            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on)
+            save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on,
+                        (left, config.budget_s) if left else None)
     with _timed(seconds, "load"):
         compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound, recorded=recorded)
     compiled.from_record = recorded is not None

@@ -185,7 +185,7 @@ def lower_decided(plan: Plan, config: Config, target: Target, contenders, compil
                              RaceBudget(config.budget_s * config.race_share), contenders(pricing))
     lowered, partition = lower_priced(plan, config, target, decided)
     report = decided.decide_report
-    report.rests_on = () if decided.undecided else decided.used()
+    report.rests_on, report.undecided = decided.used(), tuple(decided.undecided)
     return lowered, partition, report
 
 
@@ -200,15 +200,17 @@ def decision_key_base(config: Config, compiler: str, profile_id: str | None = No
             "deciding": deciding_code(), "compiler": compiler}
 
 
-def still_recorded(rests_on: tuple, cache_dir) -> bool:
+def still_recorded(rests_on: tuple, cache_dir, undecided: tuple = ()) -> bool:
     """Whether every verdict a recorded priced compile rested on is still in the decision
-    record as it was (then the same regions come out, with no price and no race)."""
+    record as it was, and none it left ``undecided`` (their keys) has been recorded since
+    (then the same regions come out, with no price and no race; else another compile, a
+    concurrent one, has decided more, and deciding again from the record agrees with it)."""
     from weft.decide.record import DecisionRecord
 
-    if not rests_on:
-        return False
     record = DecisionRecord.in_cache(cache_dir)
     try:
+        if any(record.get(key) is not None for key in undecided):
+            return False
         for decision in rests_on:
             found = record.get(decision.key)
             if found is None or (found.choice, found.form, found.tiling) != (decision.choice, decision.form,

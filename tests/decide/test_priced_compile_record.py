@@ -68,3 +68,36 @@ def test_the_race_under_way_counts_against_its_share():
     budget = RaceBudget(10.0)
     budget.running_since = time.perf_counter() - 4.0
     assert budget.left() == pytest.approx(6.0, abs=0.5)
+
+
+def test_a_compile_whose_budget_left_candidates_undecided_is_reused_warm(cache):
+    """A cold priced compile that spends its pricing budget before every candidate (minilm-6
+    on a busy machine) leaves them unfused and unrecorded; the warm compile with the same
+    budget must still be the cold one reused whole (no price, the same kernels), not a new
+    pricing of what is left; a larger budget decides again."""
+    cold, inputs = _compile("vit-block", budget_s=0.05)
+    assert cold.decide_report.undecided and not cold.from_record
+    warm, _ = _compile("vit-block", budget_s=0.05)
+    report = warm.decide_report
+    assert warm.from_record and report.from_compile_record
+    assert (report.priced, report.price_calls, report.raced, report.written) == (0, 0, 0, 0)
+    assert report.undecided == cold.decide_report.undecided
+    assert warm.kernel_set() == cold.kernel_set()
+    assert warm.output_digest(*inputs) == cold.output_digest(*inputs)
+    larger, _ = _compile("vit-block", budget_s=30)
+    assert not larger.from_record and larger.decide_report.price_calls > 0
+
+
+def test_a_compile_record_left_undecided_yields_to_verdicts_recorded_since(cache):
+    """Another compile (a concurrent one, or one with the time) recorded a verdict this one's
+    budget left undecided: the next compile decides again from the record, as that one did."""
+    from weft.decide.record import Decision
+
+    cold, _ = _compile("vit-block", budget_s=0.05)
+    left = cold.decide_report.undecided[0]
+    record = DecisionRecord.in_cache(cache)
+    record.put(Decision(key=left, choice="unfused", source="model", status="priced", created=1.0))
+    record.close()
+    again, _ = _compile("vit-block", budget_s=0.05)
+    assert not again.decide_report.from_compile_record
+    assert left not in again.decide_report.undecided

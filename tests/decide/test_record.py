@@ -79,7 +79,11 @@ _WORKER = textwrap.dedent("""
     compiled = weft.compile(plan, config=config)
     used = sorted((v.decision.key.signature, v.decision.choice, v.decision.created)
                   for d in compiled.partition.decisions for _, v in d.verdicts if hasattr(v, "decision"))
-    print(json.dumps({"kernel_set": compiled.kernel_set(), "used": used}))
+    r = compiled.decide_report  # what each process did, for the failure message
+    report = dict(recorded=r.recorded, priced=r.priced, raced=r.raced, race_skipped=r.race_skipped,
+                  written=r.written, taken_from_others=r.taken_from_others, undecided=len(r.undecided),
+                  from_compile_record=r.from_compile_record)
+    print(json.dumps({"kernel_set": compiled.kernel_set(), "used": used, "report": report}))
 """)
 
 
@@ -92,8 +96,9 @@ def test_six_processes_compiling_cold_at_once_agree(cache):
         out, err = process.communicate(timeout=600)
         assert process.returncode == 0, err
         results.append(json.loads(out.strip().splitlines()[-1]))
-    assert len({result["kernel_set"] for result in results}) == 1
-    assert all(result["used"] == results[0]["used"] for result in results)
+    told = "\n".join(f"process {n}: {result['report']} used {result['used']}" for n, result in enumerate(results))
+    assert len({result["kernel_set"] for result in results}) == 1, told
+    assert all(result["used"] == results[0]["used"] for result in results), told
     record = DecisionRecord.in_cache(cache)
     assert record.integrity() == "ok"
     rows = record.all()

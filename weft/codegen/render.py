@@ -23,6 +23,7 @@ from weft.codegen.body import (
     Counter,
     c_literal,
 )
+from weft.codegen.fold_lanes import fold_lanes_by_index, orders_by_index, span_loop
 from weft.codegen.values import c_value
 from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
@@ -316,37 +317,24 @@ class NestWriter:
             depth += 1
         last = kernel.fold_axes[-1]
         variable, lanes = self.var[last.name], nest.lanes
+        scalar_tail = True
         if nest.fold_lanes:
             self.emit(depth, f"long {variable} = 0;")
-            peel = self.fold_lane_peel(points[0], last.name, last.extent)
-            span = lanes * len(lane_accumulators)
-
-            def vector_loops(at: int) -> None:
-                self.emit(at, f"for (; {variable} + {span} <= {last.extent}; {variable} += {span}) {{")
-                pairs = [(f"{variable} + {n * lanes}", acc) for n, acc in enumerate(lane_accumulators)]
-                self.fold_terms(at + 1, [(points[0], acc, {last.name: where}) for where, acc in pairs], last.name)
-                self.emit(at, "}")
-                self.emit(at, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
-                self.fold_terms(at + 1, [(points[0], lane_accumulators[0], {})], last.name)
-                self.emit(at, "}")
-
+            peel = (self.fold_lane_peel(points[0], last.name, last.extent)
+                    if orders_by_index(self.dtype, len(kernel.fold_axes)) else None)
             if peel is not None:
-                # Inference: scalar steps until the widest stream's loads start on a 64-byte
-                # line (NumPy's large arrays sit 16 bytes in: every vector load split two lines);
-                # without a peel the loops keep their static bounds (decode measured 8% slower
-                # with the runtime start alone)
-                self.emit(depth, f"const long {variable}_peel = {peel};")
-                self.emit(depth, f"if ({variable}_peel > 0) {{")
-                self.emit(depth + 1, f"for (; {variable} < {variable}_peel; {variable}++) {{")
-                self.fold_terms(depth + 2, [(points[0], accumulators[0], {})], None)
-                self.emit(depth + 1, "}")
-                vector_loops(depth + 1)
-                self.emit(depth, "} else {")
-                vector_loops(depth + 1)
-                self.emit(depth, "}")
+                # Inference: the vector loops start where the widest stream's loads start on a
+                # 64-byte line (NumPy's large arrays sit 16 bytes in: every vector load split two
+                # lines), the fold's split into lanes still by index (weft.codegen.fold_lanes)
+                fold_lanes_by_index(self, depth, points[0], last.name, last.extent, lane_accumulators, peel,
+                                    identity)
+                scalar_tail = False
             else:
-                vector_loops(depth)
-            self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
+                span_loop(self, depth, points[0], last.name, last.extent, lane_accumulators)
+                self.emit(depth, f"for (; {variable} + {lanes} <= {last.extent}; {variable} += {lanes}) {{")
+                self.fold_terms(depth + 1, [(points[0], lane_accumulators[0], {})], last.name)
+                self.emit(depth, "}")
+                self.emit(depth, f"for (; {variable} < {last.extent}; {variable}++) {{")
         elif nest.transpose_fold and all(vector for _, _, vector in points):
             self.emit(depth, f"long {variable} = 0;")
             peel = self.alignment_peel(points[0], last.name)
@@ -368,8 +356,10 @@ class NestWriter:
                              f"{last.extent}); {variable}++) {{")
         else:
             self.emit(depth, f"for (long {variable} = 0; {variable} < {last.extent}; {variable}++) {{")
-        self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators, strict=False)], None)
-        self.emit(depth, "}")
+        if scalar_tail:
+            self.fold_terms(depth + 1, [(point, acc, {}) for point, acc in zip(points, accumulators, strict=False)],
+                            None)
+            self.emit(depth, "}")
         for _ in kernel.fold_axes[:-1]:
             depth -= 1
             self.emit(depth, "}")
@@ -388,10 +378,11 @@ class NestWriter:
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
 
-    def fold_terms(self, depth: int, items, lane_axis: str | None) -> None:
+    def fold_terms(self, depth: int, items, lane_axis: str | None, first: str | None = None) -> None:
         """``acc = combine(acc, body)`` for each (point, accumulator, env override), in order.
 
-        With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis."""
+        With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis. ``first``:
+        the step is the first of its accumulator, which holds this identity (not read back)."""
         renderer = self.renderer(depth)
         combiner = self.kernel.fold.combiner
         for (row, column, vector), acc, override in items:
@@ -400,7 +391,7 @@ class NestWriter:
             lanes_here = vector or lane_axis is not None
             value = renderer.render(self.kernel.body)
             term = renderer.splat(value) if lanes_here else value.code
-            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, acc, term)};")
+            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, first or acc, term)};")
 
     def fold_lane_peel(self, point, fold_axis: str, extent: int) -> str | None:
         """A C expression for the scalar fold steps (0 .. lanes-1) before the largest float32

@@ -138,16 +138,20 @@ class DecideReport:
     written: int = 0  # rows this compile wrote
     taken_from_others: int = 0  # rows another process wrote first
     price_calls: int = 0  # the pricer's tiling prices (zero on a warm compile)
-    rests_on: tuple = ()  # the recorded verdicts the regions came from (empty: some left undecided)
+    rests_on: tuple = ()  # the recorded verdicts the regions came from
+    undecided: tuple = ()  # the keys the pricing budget left unpriced (their candidates stay unfused)
     from_compile_record: bool = False  # the whole compile reused (weft.runtime.record): nothing decided again
 
     def describe(self) -> str:
         if self.from_compile_record:
             return (f"decisions: {self.recorded} from the record, 0 priced now, 0 raced (the compile record of this"
-                    " plan reused whole: every verdict it rests on is still recorded as it was)")
+                    " plan reused whole: every verdict it rests on is still recorded as it was"
+                    + (f"; {len(self.undecided)} verdicts its budget left undecided stay unfused, as then)"
+                       if self.undecided else ")"))
         return (f"decisions: {self.recorded} from the record, {self.priced} priced now, {self.raced} raced"
                 f" ({self.race_skipped} thin margins unraced), {self.written} written to the record"
-                + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else ""))
+                + (f", {self.taken_from_others} taken from another compile" if self.taken_from_others else "")
+                + (f", {len(self.undecided)} verdicts left undecided by the pricing budget" if self.undecided else ""))
 
 
 class DecidedPricing:
@@ -168,7 +172,7 @@ class DecidedPricing:
         self.decide_report = DecideReport()
         self.memo: dict[RecordKey, DecidedVerdict] = {}
         self.keys: dict[tuple[str, ...], RecordKey] = {}  # region members -> key (the key is costly)
-        self.undecided = 0  # verdicts asked for that the budget left unpriced (not recorded)
+        self.undecided: dict[RecordKey, None] = {}  # verdicts asked for that the budget left unpriced (not recorded)
         self.proposed: set[tuple[str, ...]] = set()
 
     @property
@@ -251,7 +255,7 @@ class DecidedPricing:
             self.memo.pop(key, None)
             known = self.recorded(region)
             if known is None:
-                self.undecided += 1
+                self.undecided[key] = None
             return known or priced  # else undecided: stays unfused, not recorded
         self.decide_report.priced += 1
         decision = self._decide(key, region, priced)

@@ -11,7 +11,12 @@ that covers everything they depend on::
 so a warm compile of the same plan skips composing, lowering and rendering. A
 ``fusion="priced"`` compile adds the decision record's key fields (threads, machine
 profile, compiler, deciding code) to the key and stores the verdicts its regions rest on
-(``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. Hashing
+(``rests_on``); ``weft.compile`` reuses it only while each is still recorded as it was. When
+the pricing budget left candidates undecided (unfused, not in the decision record), the record
+says so (``undecided``: their decision keys and the budget), and a compile with the same or a smaller
+budget reuses it while none of them has been recorded since: it would leave them undecided
+again, and the warm plan is the cold one (a larger budget decides again, and may price them;
+so does a compile after another one, a concurrent one, recorded some of them). Hashing
 Weft's own source (as Triton hashes its compiler) means an edited Weft never reads
 a record an older one wrote; it cannot see objects patched at run time, so a test that
 patches Weft in-process compiles into a cache folder of its own. A record that cannot be
@@ -53,7 +58,7 @@ from weft.lower.nest import GemmCall, LoweredPlan
 from weft.lower.reuse import distinct_functions
 from weft.runtime.memory import ArenaPlan
 
-FORMAT = 3
+FORMAT = 4  # 4: the candidates a priced compile left undecided
 
 
 @functools.lru_cache(maxsize=1)
@@ -171,11 +176,12 @@ class Recorded:
     """A compile record read back: the C source, the lowering's summary and the verdicts it
     rests on now; the lowered plan and arena (``lowering()``) unpickled on first use."""
 
-    __slots__ = ("source", "summary", "rests_on", "path", "_body", "_plan", "_lowering")
+    __slots__ = ("source", "summary", "rests_on", "undecided", "path", "_body", "_plan", "_lowering")
 
-    def __init__(self, source: str, summary: LoweringSummary, rests_on: tuple, body: bytes, plan: Plan,
-                 path: Path) -> None:
+    def __init__(self, source: str, summary: LoweringSummary, rests_on: tuple, undecided: tuple | None,
+                 body: bytes, plan: Plan, path: Path) -> None:
         self.source, self.summary, self.rests_on, self.path = source, summary, rests_on, path
+        self.undecided = undecided  # None, or (the decision keys left undecided, the budget's seconds)
         self._body, self._plan, self._lowering = body, plan, None
 
     def lowering(self) -> tuple[LoweredPlan, ArenaPlan]:
@@ -203,20 +209,21 @@ def load_record(cache_dir: Path, key: str, plan: Plan) -> Recorded | None:
     try:
         with open(path, "rb") as stream:
             found = _RecordUnpickler(io.BytesIO(stream.read()), plan).load()
-        version, source, summary, rests_on, (buffers, members), body = found
+        version, source, summary, rests_on, undecided, (buffers, members), body = found
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, KeyError):
         return None
     if (version != FORMAT or not isinstance(source, str) or not isinstance(summary, LoweringSummary)
-            or not isinstance(rests_on, tuple) or not isinstance(body, bytes)):
+            or not isinstance(rests_on, tuple) or not isinstance(body, bytes)
+            or not (undecided is None or isinstance(undecided, tuple))):
         return None
     index = plan.index  # built once per plan (loading the compiled plan reads it too)
     if not index.buffers.keys() >= set(buffers) or not index.kernels.keys() >= set(members):
         return None
-    return Recorded(source, summary, rests_on, body, plan, path)
+    return Recorded(source, summary, rests_on, undecided, body, plan, path)
 
 
 def save_record(cache_dir: Path, key: str, plan: Plan, lowered: LoweredPlan, arena: ArenaPlan, source: str,
-                rests_on: tuple = ()) -> None:
+                rests_on: tuple = (), undecided: tuple | None = None) -> None:
     """Write the record atomically; a cache folder that cannot be written is not an error here
     (the shared object's own cache reports it)."""
     path = _path(cache_dir, key)
@@ -224,7 +231,7 @@ def save_record(cache_dir: Path, key: str, plan: Plan, lowered: LoweredPlan, are
     pickler = _RecordPickler(body, plan)
     pickler.dump((lowered, arena))
     stream = io.BytesIO()
-    _RecordPickler(stream, plan).dump((FORMAT, source, summarize(lowered, arena), rests_on,
+    _RecordPickler(stream, plan).dump((FORMAT, source, summarize(lowered, arena), rests_on, undecided,
                                        (tuple(pickler.buffers), tuple(pickler.members)), body.getvalue()))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,129 @@
+"""One plan's C from another checkout (a base: main, a commit) and from this one, timed side by
+side in one process: for a change to rendering alone, where the lowering is the same.
+
+A child process with ``PYTHONPATH=BASE`` compiles the workload and prints its shared object
+and kernel set; this process compiles it with its own code, checks that the kernel sets are
+equal (the same lowered functions, so the same arena and entry points), loads the base's
+shared object beside its own and times them interleaved in palindrome blocks with an A/A
+control of the base (docs/benchmarking.md), on the same inputs. Each arm's output digest is
+printed; under Inference they may differ in the last bits (the tolerance is checked).
+
+    python benchmarks/against_base.py --base /work/main --workload qwen-decode-step --params layers=24 \\
+        [--threads 1] [--contract inference] [--fusion off] [--blocks 8] [--offset 16]
+
+``--offset B``: the inputs are copied to start B bytes past a 64-byte line (NumPy's large
+arrays sit 16 bytes in; 0 is a line). Writes ``benchmarks/results/against-base-STAMP.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _params(text: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split(",") if item)
+
+
+def child(workload: str, params: dict, contract: str, fusion: str, threads: int) -> dict:
+    import weft
+    from weft.workloads import get_workload
+
+    compiled = weft.compile(get_workload(workload).plan(**params), contract, threads=threads, fusion=fusion)
+    return {"so": str(compiled.so_path), "kernel_set": compiled.kernel_set(), "weft": weft.__file__}
+
+
+def placed(array, offset: int):
+    import numpy as np
+
+    raw = np.empty(array.nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + offset
+    copy_ = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy_[...] = array
+    return copy_
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=True, help="the other checkout's root (its weft is imported there)")
+    parser.add_argument("--workload", default="qwen-decode-step")
+    parser.add_argument("--params", default="", help="name=value,... for the workload")
+    parser.add_argument("--contract", default="inference")
+    parser.add_argument("--fusion", default="off")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--blocks", type=int, default=8)
+    parser.add_argument("--round-s", type=float, default=0.5, help="seconds per round (about)")
+    parser.add_argument("--offset", type=int, default=16, help="bytes past a 64-byte line for every input")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    params = _params(args.params)
+    if args.child:
+        print(json.dumps(child(args.workload, params, args.contract, args.fusion, args.threads)))
+        return 0
+
+    import weft
+    from weft.bench.driver import calibrate_inner, run_interleaved
+    from weft.bench.result import weft_commit
+    from weft.bench.verdict import judge_all
+    from weft.compile import output_digest
+    from weft.runtime.binding import NativeRunner
+    from weft.testing import assert_inference_close
+    from weft.workloads import get_workload
+
+    with tempfile.TemporaryDirectory(prefix="weft-against-base-") as cache:
+        environment = {**os.environ, "PYTHONPATH": str(Path(args.base).resolve()), "WEFT_CACHE_DIR": cache}
+        command = [sys.executable, str(Path(__file__).resolve()), "--child", "--base", args.base,
+                   "--workload", args.workload, "--params", args.params, "--contract", args.contract,
+                   "--fusion", args.fusion, "--threads", str(args.threads)]
+        done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
+        if done.returncode:
+            raise SystemExit(done.stderr[-3000:])
+        base = json.loads(done.stdout.strip().splitlines()[-1])
+        workload = get_workload(args.workload)
+        compiled = weft.compile(workload.plan(**params), args.contract, threads=args.threads, fusion=args.fusion)
+        if compiled.kernel_set() != base["kernel_set"]:
+            raise SystemExit("the base lowers this plan otherwise (kernel sets differ): compare with weft bench")
+        other = copy.copy(compiled)
+        other.runner = NativeRunner(Path(base["so"]), compiled.arena_bytes, len(compiled.lowered.functions))
+        inputs = [placed(array, args.offset) for array in workload.inputs(**params)]
+        calls = {"base": other.prepare(*inputs), "this": compiled.prepare(*inputs)}
+        calls["base-again"] = other.prepare(*inputs)
+        digests = {}
+        for label in ("base", "this"):
+            calls[label]()
+            digests[label] = output_digest(tuple(calls[label].outputs))
+        assert_inference_close(tuple(calls["this"].outputs), tuple(calls["base"].outputs))
+        inner = calibrate_inner(calls, args.round_s)
+        started = time.time()
+        blocks = run_interleaved(calls, args.blocks, warmup_blocks=1, inner=inner)
+        verdicts = judge_all(blocks, "base", "base-again", ["this"])
+    load = os.getloadavg()
+    for verdict in verdicts:
+        print(verdict.summary())
+    print(f"digests: {digests}; inputs at +{args.offset} bytes; {inner} calls per round; load {load[0]:.2f}")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(started))
+    out = args.out or HERE / "results" / f"against-base-{stamp}.json"
+    out.write_text(json.dumps({
+        "schema": "weft-against-base/1", "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "base": {"root": str(Path(args.base).resolve()), "weft": base["weft"]}, "this": weft_commit(),
+        "settings": {**vars(args), "out": None, "params": params}, "inner": inner, "digests": digests,
+        "blocks": [block.to_json() for block in blocks], "verdicts": [v.to_json() for v in verdicts],
+        "load_average": load,
+    }, indent=1))
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
