@@ -295,3 +295,19 @@ def test_prepare_binds_contiguous_inputs_live_and_rejects_others(make_config):
     with pytest.raises(InputError, match="C-contiguous.*ascontiguousarray"):
         compiled.prepare(wide[:, ::2])
     assert_strict_equal(compiled(wide[:, ::2]), run(plan, np.ascontiguousarray(wide[:, ::2])))  # a call copies
+
+
+def test_a_grouped_head_read_is_one_vector_load_per_lanes(make_config):
+    # y[h, e] = x[(h // 2) * 64 + e] (qwen's grouped V entry): the head group is constant
+    # along the lanes, so the C loads 16 contiguous floats, never lane by lane
+    from weft.ir import AxisIndex, IndexAdd, IndexFloorDiv, IndexMul
+
+    index = (IndexAdd(IndexMul(IndexFloorDiv(AxisIndex("h"), 2), 64), AxisIndex("e")),)
+    plan = Plan((buffer("x", (128,), Role.INPUT), buffer("y", (4, 64), Role.OUTPUT)),
+                (Kernel("y", (Axis("h", 4), Axis("e", 64)), Load("x", index)),), ("x",), ("y",), "grouped")
+    x = np.random.default_rng(3).standard_normal(128).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    assert_same_bytes(compiled(x), run(plan, x))
+    body = compiled.source_path.read_text()
+    body = body[body.index("static int k_"):]
+    assert "wfc_load_f(&b_x[" in body and "b_x[" not in body.replace("wfc_load_f(&b_x[", "")
