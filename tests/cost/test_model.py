@@ -16,7 +16,19 @@ from model_cases import READ, WRITE, copy_plan, fixed_profile, load, matmul_plan
 from weft.cost.distance import plan_homes  # noqa: E402
 from weft.cost.facts import function_facts  # noqa: E402
 from weft.cost.model import machine_numbers, price_function  # noqa: E402
-from weft.ir import Axis, AxisIndex, Buffer, DType, IndexAdd, IndexFloorDiv, IndexMul, Kernel, Load, Plan, Role  # noqa: E402
+from weft.ir import (  # noqa: E402
+    Axis,
+    AxisIndex,
+    Buffer,
+    DType,
+    IndexAdd,
+    IndexFloorDiv,
+    IndexMul,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+)
 from weft.lower import Target, lower_plan  # noqa: E402
 from weft.lower.access import address_step  # noqa: E402
 
