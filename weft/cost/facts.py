@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from weft.ir import Binary, BinaryOp, Cast, DType, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
-from weft.lower.access import Access, address_step, load_access
+from weft.lower.access import Access, address_step, has_index_of, load_access
 from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
@@ -194,7 +194,7 @@ def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], s
                  and address_step(load, view.strides, axis) == 1), None)
     gather = vector_axis is not None and load_access(load, view.strides, vector_axis) is Access.GATHER
     if gather and load.padding is not None and view.dtype in VECTOR_PADDED \
-            and address_step(load, view.strides, vector_axis) == 1:
+            and address_step(load, view.strides, vector_axis) == 1 and not any(map(has_index_of, load.index)):
         gather = False  # a unit-stride halo read: one vector load wherever every lane is in range
     return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
 
