@@ -16,7 +16,23 @@ from model_cases import READ, WRITE, copy_plan, fixed_profile, load, matmul_plan
 from weft.cost.distance import plan_homes  # noqa: E402
 from weft.cost.facts import function_facts  # noqa: E402
 from weft.cost.model import machine_numbers, price_function  # noqa: E402
+from weft.ir import (  # noqa: E402
+    Axis,
+    AxisIndex,
+    Buffer,
+    DType,
+    IndexAdd,
+    IndexFloorDiv,
+    IndexMul,
+    Kernel,
+    Load,
+    Plan,
+    Role,
+)
 from weft.lower import Target, lower_plan  # noqa: E402
+from weft.lower.access import address_step  # noqa: E402
+
+F32 = DType.FLOAT32
 
 CLOCK = 4e9
 
@@ -143,3 +159,30 @@ def test_memory_term_counts_the_arena_unfused_and_scratch_fused():
     lowering = pricing.region_lowering(region)
     pages = -(-arena // 4096)
     assert first_touch_cycles(verdict.unfused, lowering) == pytest.approx(pages * 1e-6 * CLOCK)
+
+
+def _one_load_plan(index, shape, out_axes, padding=None):
+    """y[out_axes] = x[index] (pad ``padding``), every index in range."""
+    axes = tuple(Axis(name, extent) for name, extent in out_axes)
+    return Plan((Buffer("x", shape, F32, Role.INPUT), Buffer("y", tuple(e for _, e in out_axes), F32, Role.OUTPUT)),
+                (Kernel("y", axes, Load("x", index, padding)),), ("x",), ("y",), "one_load")
+
+
+def test_a_padded_unit_stride_copy_is_priced_as_the_vector_loads_the_c_does():
+    # the C loads a halo read by vectors wherever every lane is in range (codegen
+    # ``padded_vector_load``): a copy through padding is a copy, no element assembled by lanes
+    n = 1024
+    padded, _ = price(_one_load_plan((AxisIndex("i"),), (n,), (("i", n),), padding=0.0))
+    plain, _ = price(copy_plan(n))
+    assert padded.compute == 0.0
+    assert padded.served == plain.served == (8.0 * n, 0.0, 0.0, 0.0)
+
+
+def test_a_grouped_head_read_steps_by_one_along_its_lanes():
+    # y[h, e] = x[(h // 2) * 64 + e]: the head group is constant along e, so the lanes read
+    # 16 contiguous floats (qwen's grouped V entry), not 16 lanes assembled one by one
+    index = (IndexAdd(IndexMul(IndexFloorDiv(AxisIndex("h"), 2), 64), AxisIndex("e")),)
+    plan = _one_load_plan(index, (128,), (("h", 4), ("e", 64)))
+    assert address_step(plan.kernels[0].body, (1,), "e") == 1
+    result, _ = price(plan)
+    assert result.compute == 0.0

@@ -295,3 +295,36 @@ def test_prepare_binds_contiguous_inputs_live_and_rejects_others(make_config):
     with pytest.raises(InputError, match="C-contiguous.*ascontiguousarray"):
         compiled.prepare(wide[:, ::2])
     assert_strict_equal(compiled(wide[:, ::2]), run(plan, np.ascontiguousarray(wide[:, ::2])))  # a call copies
+
+
+def test_a_grouped_head_read_is_one_vector_load_per_lanes(make_config):
+    # y[h, e] = x[(h // 2) * 64 + e] (qwen's grouped V entry): the head group is constant
+    # along the lanes, so the C loads 16 contiguous floats, never lane by lane
+    from weft.ir import AxisIndex, IndexAdd, IndexFloorDiv, IndexMul
+
+    index = (IndexAdd(IndexMul(IndexFloorDiv(AxisIndex("h"), 2), 64), AxisIndex("e")),)
+    plan = Plan((buffer("x", (128,), Role.INPUT), buffer("y", (4, 64), Role.OUTPUT)),
+                (Kernel("y", (Axis("h", 4), Axis("e", 64)), Load("x", index)),), ("x",), ("y",), "grouped")
+    x = np.random.default_rng(3).standard_normal(128).astype(np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    assert_same_bytes(compiled(x), run(plan, x))
+    body = compiled.source_path.read_text()
+    body = body[body.index("static int k_"):]
+    assert "wfc_load_f(&b_x[" in body and "b_x[" not in body.replace("wfc_load_f(&b_x[", "")
+
+
+def test_a_flat_gather_moving_with_the_lanes_checks_every_lane(make_config):
+    # y[t, d] = x[tok[t] * 3 + d]: the data-dependent row is constant along d, but the lanes
+    # run past the table for tok = 2 (6 + 15 >= 20), so each lane is checked, not lane 0 only
+    from weft.ir import AxisIndex, IndexAdd, IndexMul
+
+    index = (IndexAdd(IndexMul(IndexOf(Load("tok", (AxisIndex("t"),))), 3), AxisIndex("d")),)
+    plan = Plan((buffer("x", (20,), Role.INPUT), buffer("tok", (1,), Role.INPUT, DType.INT32),
+                 buffer("y", (1, 16), Role.OUTPUT)),
+                (Kernel("y", (Axis("t", 1), Axis("d", 16)), Load("x", index)),), ("x", "tok"), ("y",), "flat_gather")
+    x = np.arange(20, dtype=np.float32)
+    compiled = weft.compile(plan, config=make_config())
+    good = np.array([1], dtype=np.int32)
+    assert_same_bytes(compiled(x, good), run(plan, x, good))
+    with pytest.raises(InputError, match="gather index"):
+        compiled(x, np.array([2], dtype=np.int32))

@@ -44,6 +44,7 @@ from weft.ir import (
     index_range,
 )
 from weft.lower.access import Access, address_step, axis_step, load_access, unwrapped_step
+from weft.lower.access import has_index_of as _has_index_of
 from weft.lower.nest import BufferView
 
 SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
@@ -488,17 +489,6 @@ class BodyRenderer:
 
 
 _ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})
-
-
-def _has_index_of(index: IndexExpr) -> bool:
-    match index:
-        case IndexOf():
-            return True
-        case IndexAdd(left, right):
-            return _has_index_of(left) or _has_index_of(right)
-        case IndexMul(operand, _) | IndexFloorDiv(operand, _) | IndexMod(operand, _):
-            return _has_index_of(operand)
-    return False
 
 
 def _binary_dtype(op: BinaryOp, operand: DType) -> DType:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from weft.ir import Binary, BinaryOp, Cast, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
-from weft.lower.access import Access, address_step, load_access
+from weft.ir import Binary, BinaryOp, Cast, DType, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
+from weft.lower.access import Access, address_step, has_index_of, load_access
 from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 
@@ -185,11 +185,17 @@ def expr_ops(expr) -> OpCounts:
     return OpCounts(arithmetic, exp, log, divide)
 
 
+VECTOR_PADDED = frozenset({DType.FLOAT32, DType.INT32})  # the dtypes the C loads padded by vectors
+
+
 def _access(load, view, vector_axis: str | None, kernel_axes: tuple[str, ...], scratch: bool, store: bool) -> AccessFacts:
     axes = frozenset().union(*(index_axes(index) for index in load.index)) if load.index else frozenset()
     unit = next((axis for axis in reversed(kernel_axes) if axis in axes
                  and address_step(load, view.strides, axis) == 1), None)
     gather = vector_axis is not None and load_access(load, view.strides, vector_axis) is Access.GATHER
+    if gather and load.padding is not None and view.dtype in VECTOR_PADDED \
+            and address_step(load, view.strides, vector_axis) == 1 and not any(map(has_index_of, load.index)):
+        gather = False  # a unit-stride halo read: one vector load wherever every lane is in range
     return AccessFacts(load.buffer, view.dtype.itemsize, axes, unit, scratch, store, gather)
 
 

@@ -52,14 +52,38 @@ def affine_terms(index: IndexExpr) -> tuple[dict[str, int], int] | None:
     return None
 
 
+def has_index_of(index: IndexExpr) -> bool:
+    """Whether ``index`` holds a data-dependent part (a gather)."""
+    match index:
+        case IndexOf():
+            return True
+        case IndexAdd(left, right):
+            return has_index_of(left) or has_index_of(right)
+        case IndexMul(operand, _) | IndexFloorDiv(operand, _) | IndexMod(operand, _):
+            return has_index_of(operand)
+    return False
+
+
 def axis_step(index: IndexExpr, axis: str) -> int | None:
-    """How much ``index`` changes when ``axis`` grows by one; None if not affine in it."""
+    """How much ``index`` changes when ``axis`` grows by one; None if not affine in it. A
+    term without ``axis`` is constant along it, affine or not (a grouped head's
+    ``(h // 7) * 64 + e`` steps by one along ``e``), except a gathered one: its lanes are
+    checked one by one."""
     if axis not in index_axes(index):
         return 0
-    terms = affine_terms(index)
-    if terms is None:
-        return None
-    return terms[0].get(axis, 0)
+    if has_index_of(index):
+        terms = affine_terms(index)
+        return None if terms is None else terms[0].get(axis, 0)
+    match index:
+        case AxisIndex():
+            return 1
+        case IndexAdd(left, right):
+            a, b = axis_step(left, axis), axis_step(right, axis)
+            return None if a is None or b is None else a + b
+        case IndexMul(operand, factor):
+            inner = axis_step(operand, axis)
+            return None if inner is None else inner * factor
+    return None
 
 
 def address_step(load: Load, strides: tuple[int, ...], axis: str) -> int | None:
