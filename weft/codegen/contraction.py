@@ -237,6 +237,17 @@ class _ContractionWriter(PatchViewWriter):
         self.emit(depth - 1, "}")
         self.emit(depth - 2, "}")
 
+    def panel_tiles(self, depth: int, panel: str, column_panel: str) -> None:
+        """Every micro-tile of one packed micro-panel of y: ``panel`` its index among the packed
+        panels, ``column_panel`` the expression whose ``nr`` columns it holds (from ``wf_n0``)."""
+        b, k_total, n = self.nest.blocking, self.nest.fold_points, self.nest.columns
+        self.emit(depth, f"const float *wf_ypp = wf_yp + {panel} * {b.nr * k_total} + wf_pc * {b.nr};")
+        self.emit(depth, f"const long wf_n0 = {column_panel} * {b.nr};")
+        self.emit(depth, f"const long wf_ncols = wfc_minl({b.nr}, {n} - wf_n0);")
+        self.emit(depth, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
+        self.micro_tile(depth + 1)
+        self.emit(depth, "}")
+
     # ------------------------------------------------------------------ the micro-tile
 
     def row_env(self, r: int) -> dict[str, str]:
@@ -464,12 +475,7 @@ class _ContractionWriter(PatchViewWriter):
         if nest.pack_x:
             self.pack_x(d)
         self.emit(d, "for (long wf_jp = wf_jg * wf_per; wf_jp < wf_jp_end; wf_jp++) {")
-        self.emit(d + 1, f"const float *wf_ypp = wf_yp + wf_jp * {b.nr * k_total} + wf_pc * {b.nr};")
-        self.emit(d + 1, f"const long wf_n0 = wf_jc + wf_jp * {b.nr};")
-        self.emit(d + 1, f"const long wf_ncols = wfc_minl({b.nr}, {n} - wf_n0);")
-        self.emit(d + 1, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
-        self.micro_tile(d + 2)
-        self.emit(d + 1, "}")
+        self.panel_tiles(d + 1, "wf_jp", "wf_jc + wf_jp")
         self.emit(d, "}")
         for _ in range(4):  # fold blocks, row blocks, column panels, batch points
             d -= 1

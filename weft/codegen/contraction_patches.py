@@ -213,12 +213,7 @@ class PatchViewWriter:
         self.emit(inner, f"const float *wf_xp = wf_xall + ((wf_xt * {row_blocks} + wf_ic / {b.mc}) * {k_blocks}"
                          f" + wf_pc / {b.kc}) * {block}L;")
         self.emit(inner, f"for (long wf_jq = wf_jp; wf_jq < wfc_minl(wf_jp + {band}, {panels}); wf_jq++) {{")
-        self.emit(inner + 1, f"const float *wf_ypp = wf_yp + (wf_jq - wf_jp) * {nr * k_total} + wf_pc * {nr};")
-        self.emit(inner + 1, f"const long wf_n0 = wf_jq * {nr};")
-        self.emit(inner + 1, f"const long wf_ncols = wfc_minl({nr}, {n} - wf_n0);")
-        self.emit(inner + 1, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
-        self.micro_tile(inner + 2)
-        self.emit(inner + 1, "}")
+        self.panel_tiles(inner + 1, "(wf_jq - wf_jp)", "wf_jq")
         self.emit(inner, "}")
         self.emit(d + 1, "}")
         self.emit(d, "}")
