@@ -101,3 +101,45 @@ def test_a_compile_record_left_undecided_yields_to_verdicts_recorded_since(cache
     again, _ = _compile("vit-block", budget_s=0.05)
     assert not again.decide_report.from_compile_record
     assert left not in again.decide_report.undecided
+
+
+def test_a_verdict_priced_after_the_budget_cut_it_short_is_not_left_undecided(tmp_path):
+    """A step cut short by the timer leaves its key undecided; when a later region with the
+    same key is priced (the pricer kept what the survey learnt), the key is decided: a
+    compile that listed it as undecided too was never reused warm (the warm compile took
+    the verdict for one another compile had recorded since, and decided everything again;
+    seen on examples/minilm6.py whenever the 10 ms-short steps hit 29 of 240 keys)."""
+    from types import SimpleNamespace
+
+    from weft.cost.model import Price
+    from weft.cost.search import RegionPrice
+    from weft.decide.verdicts import DecidedPricing
+
+    def price(cycles):
+        return Price(cycles=cycles, compute=cycles, data=0.0, overhead=0.0, served=(0.0, 0.0, 0.0, 0.0))
+
+    answers = [RegionPrice("sig", "budget", reason="cut short"),
+               RegionPrice("sig", "priced", unfused=price(100.0), fused=price(50.0), form="fused")]
+
+    class Pricing:
+        report = SimpleNamespace()
+        member_homes = {}
+
+        def verdict(self, region):
+            return answers.pop(0)
+
+        def signature(self, region):
+            return "sig"
+
+        def buffer_order(self, region):
+            return ("x", "y")
+
+    record = DecisionRecord(tmp_path / "decisions.sqlite")
+    key_base = dict(contract="inference", threads=1, profile_id="p", deciding="d", compiler="cc")
+    pricer = DecidedPricing(Pricing(), record, key_base)
+    first, second = (SimpleNamespace(members=members, is_fused=True) for members in (("a", "b"), ("c", "d")))
+    assert pricer.verdict(first).status == "budget"
+    assert list(pricer.undecided)  # undecided for now
+    assert pricer.verdict(second).decision.choice == "fused"
+    assert list(pricer.undecided) == []
+    record.close()

@@ -256,6 +256,8 @@ class DecidedPricing:
             known = self.recorded(region)
             if known is None:
                 self.undecided[key] = None
+            else:
+                self.undecided.pop(key, None)
             return known or priced  # else undecided: stays unfused, not recorded
         self.decide_report.priced += 1
         decision = self._decide(key, region, priced)
@@ -269,6 +271,9 @@ class DecidedPricing:
             self.decide_report.taken_from_others += 1
         verdict = DecidedVerdict(stored, decision.source if mine else "record", priced)
         self.memo[key] = verdict
+        # asked for once when the budget cut its step short, priced since (the pricer kept what the
+        # survey learnt): decided, so not undecided (a warm compile would think another one decided it)
+        self.undecided.pop(key, None)
         return verdict
 
     def body_prices(self, region) -> dict[str, float]:
