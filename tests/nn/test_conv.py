@@ -102,6 +102,13 @@ PATCH_VIEW_CASES = [  # input, weight, keywords, whether the patch view packs fl
     ((1, 3, 56, 70), (16, 3, 14, 14), dict(stride=14), False),  # a patch embedding: stride 14 copies
     ((1, 5, 9, 30), (8, 5, 1, 5), dict(padding=(0, 2)), True),  # a 1-high kernel: t // 5 % 1 is 0
     ((1, 5, 30, 9), (8, 5, 3, 1), dict(padding=(1, 0), stride=(1, 2)), False),
+    # rows narrower than 16 packed a vector at a time (pack_y_split_masked), runs wholly in the halo
+    ((1, 6, 11, 9), (8, 6, 3, 3), dict(padding=(2, 3)), False),  # step 1, rows of 13
+    ((2, 3, 13, 13), (10, 3, 3, 3), dict(stride=2, padding=2), False),  # step 2, rows of 8, two images
+    ((1, 4, 20, 40), (12, 4, 3, 3), dict(stride=2, padding=1), False),  # step 2 by runs (rows of 20)
+    # flat views as masked vectors, with edge micro-tiles (4 or 6 rows a group, a short last panel)
+    ((1, 16, 18, 18), (16, 4, 3, 3), dict(groups=4, padding=1), True),
+    ((8, 20, 20), (24, 2, 3, 3), dict(groups=4, padding="same"), True),  # unbatched, grouped, "same"
 ]
 
 

@@ -237,16 +237,41 @@ class _ContractionWriter(PatchViewWriter):
         self.emit(depth - 1, "}")
         self.emit(depth - 2, "}")
 
-    def panel_tiles(self, depth: int, panel: str, column_panel: str) -> None:
+    def panel_tiles(self, depth: int, panel: str, column_panel: str, edges: bool = False) -> None:
         """Every micro-tile of one packed micro-panel of y: ``panel`` its index among the packed
-        panels, ``column_panel`` the expression whose ``nr`` columns it holds (from ``wf_n0``)."""
+        panels, ``column_panel`` the expression whose ``nr`` columns it holds (from ``wf_n0``).
+        ``edges``: the last rows and the last panel's columns (``rows % mr``, ``columns % nr``,
+        both known here) get micro-tiles of their own shape (``edge_shapes``), which compute
+        and store only what is there, not the whole ``mr x nr`` tile through a buffer."""
         b, k_total, n = self.nest.blocking, self.nest.fold_points, self.nest.columns
         self.emit(depth, f"const float *wf_ypp = wf_yp + {panel} * {b.nr * k_total} + wf_pc * {b.nr};")
         self.emit(depth, f"const long wf_n0 = {column_panel} * {b.nr};")
         self.emit(depth, f"const long wf_ncols = wfc_minl({b.nr}, {n} - wf_n0);")
         self.emit(depth, f"for (long wf_ir = 0; wf_ir < wf_mc; wf_ir += {b.mr}) {{")
-        self.micro_tile(depth + 1)
+        shapes = self.edge_shapes() if edges else []
+        for number, (rows, vectors) in enumerate(shapes):
+            tests = ([f"wf_mc - wf_ir == {rows}"] if rows < b.mr else []) + \
+                ([f"wf_ncols <= {vectors * self.nest.lanes}"] if vectors < b.nr // self.nest.lanes else [])
+            self.emit(depth + 1, f"{'} else ' if number else ''}if ({' && '.join(tests)}) {{")
+            self.micro_tile(depth + 2, rows, vectors)
+        if shapes:
+            self.emit(depth + 1, "} else {")
+            self.micro_tile(depth + 2)
+            self.emit(depth + 1, "}")
+        else:
+            self.micro_tile(depth + 1)
         self.emit(depth, "}")
+
+    def edge_shapes(self) -> list[tuple[int, int]]:
+        """(rows, vectors) of the edge micro-tiles, most specific first: the last rows
+        (``rows % mr`` of them, in the last row block) times the last panel's vectors."""
+        nest, b = self.nest, self.nest.blocking
+        lanes, full = nest.lanes, b.nr // nest.lanes
+        last_block = nest.rows - (-(-nest.rows // b.mc) - 1) * b.mc
+        rows = [last_block % b.mr] if last_block % b.mr else []
+        vectors = [-(-(nest.columns % b.nr) // lanes)] if nest.columns % b.nr else []
+        shapes = [(r, v) for r in rows for v in vectors] + [(r, full) for r in rows] + [(b.mr, v) for v in vectors]
+        return [shape for shape in shapes if shape != (b.mr, full)]
 
     # ------------------------------------------------------------------ the micro-tile
 
@@ -269,10 +294,15 @@ class _ContractionWriter(PatchViewWriter):
         value = renderer.render(nest.epilogue)
         return renderer.splat(value) if vector else value.code
 
-    def micro_tile(self, depth: int) -> None:
+    def micro_tile(self, depth: int, tile_rows: int | None = None, tile_vectors: int | None = None) -> None:
+        """One micro-tile: ``tile_rows x tile_vectors`` vectors of accumulators (default the
+        whole ``mr x nr``) over the packed panels, whose layout stays ``mr`` and ``nr`` wide."""
         nest, b = self.nest, self.nest.blocking
-        mr, nr, lanes = b.mr, b.nr, nest.lanes
-        vectors = nr // lanes
+        lanes = nest.lanes
+        stride_r, stride_c = b.mr, b.nr  # the packed micro-panels' widths
+        mr = b.mr if tile_rows is None else tile_rows
+        vectors = b.nr // lanes if tile_vectors is None else tile_vectors
+        nr = vectors * lanes
         k_total = nest.fold_points
         out = self.out_view.pointer
         if nest.pack_x:
@@ -313,9 +343,9 @@ class _ContractionWriter(PatchViewWriter):
         self.emit(depth, "}")
         self.emit(depth, "for (long wf_kk = 0; wf_kk < wf_kc; wf_kk++) {")
         inner = depth + 1
-        self.emit(inner, f"const float *wf_yk = wf_ypp + wf_kk * {nr};")
+        self.emit(inner, f"const float *wf_yk = wf_ypp + wf_kk * {stride_c};")
         if nest.pack_x:
-            self.emit(inner, f"const float *wf_xk = wf_xpp + wf_kk * {mr};")
+            self.emit(inner, f"const float *wf_xk = wf_xpp + wf_kk * {stride_r};")
         ys = [f"wf_y{v}" for v in range(vectors)]
         for v, y in enumerate(ys):
             self.emit(inner, f"const wf_vf {y} = wfc_load_f(wf_yk + {v * lanes});")
@@ -343,7 +373,7 @@ class _ContractionWriter(PatchViewWriter):
                     self.emit(depth + 2, f"{acc[r][v]} = {value};")
             self.emit(depth + 1, "}")
         if nest.stream_output:
-            self.stream_stores(depth + 1, acc)
+            self.stream_stores(depth + 1, acc, mr)
         else:
             for r in range(mr):
                 for v in range(vectors):
@@ -369,10 +399,10 @@ class _ContractionWriter(PatchViewWriter):
             self.emit(depth + 1, "}")
         self.emit(depth, "}")
 
-    def stream_stores(self, depth: int, acc: list[list[str]]) -> None:
-        """The full tile's stores, non-temporal where the rows are 64-byte aligned (the
-        instruction requires it) and the target has them; plain stores otherwise."""
-        mr, lanes = self.nest.blocking.mr, self.nest.lanes
+    def stream_stores(self, depth: int, acc: list[list[str]], mr: int) -> None:
+        """The full tile's stores (``mr`` rows), non-temporal where the rows are 64-byte aligned
+        (the instruction requires it) and the target has them; plain stores otherwise."""
+        lanes = self.nest.lanes
         rows = " | ".join(f"(uintptr_t)wf_o{r}" for r in range(mr))
         intrinsic, guard, vector = (("_mm512_stream_ps", "__AVX512F__", "__m512") if lanes == 16
                                     else ("_mm256_stream_ps", "__AVX__", "__m256"))

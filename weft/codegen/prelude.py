@@ -117,6 +117,46 @@ static inline wf_vi wfc_gather_i(const int32_t *p, long stride) {{
     wf_vi r; for (int l = 0; l < {lanes}; l++) r[l] = p[l * stride]; return r;
 #endif
 }}
+/* a short run (a patch view's packing: a piece of one output row, a micro-panel's
+   columns): n floats read at a constant element step, or n copies of one value. With
+   AVX-512, whole vectors then one masked vector (a step of 2 is two loads and a permute):
+   no scalar tail and no library call per run; the masked lanes are never touched */
+static inline void wfc_copy_f(float *restrict dst, const float *restrict src, long n, long step) {{
+#if defined(__AVX512F__)
+    if (step == 1) {{
+        for (; n >= 16; n -= 16, dst += 16, src += 16)  /* masked: not turned into a memcpy call */
+            _mm512_mask_storeu_ps(dst, (__mmask16)0xffffu, _mm512_maskz_loadu_ps((__mmask16)0xffffu, src));
+        if (n > 0) {{
+            const __mmask16 m = (__mmask16)((1u << n) - 1u);
+            _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
+        }}
+        return;
+    }}
+    if (step == 2) {{
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (; n > 0; n -= 16, dst += 16, src += 32) {{
+            const long last = n >= 16 ? 31 : 2 * n - 1;  /* elements read: src[0 .. last - 1] */
+            const __mmask16 low = (__mmask16)(last >= 16 ? 0xffffu : (1u << last) - 1u);
+            const __mmask16 high = (__mmask16)(last > 16 ? (1u << (last - 16)) - 1u : 0u);
+            const __m512 v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(low, src), even,
+                                                    _mm512_maskz_loadu_ps(high, src + 16));
+            if (n >= 16) _mm512_storeu_ps(dst, v);
+            else _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), v);
+        }}
+        return;
+    }}
+#endif
+    for (long i = 0; i < n; i++) dst[i] = src[i * step];
+}}
+static inline void wfc_fill_f(float *dst, long n, float value) {{
+#if defined(__AVX512F__)
+    const __m512 v = _mm512_set1_ps(value);
+    for (; n >= 16; n -= 16, dst += 16) _mm512_storeu_ps(dst, v);
+    if (n > 0) _mm512_mask_storeu_ps(dst, (__mmask16)((1u << n) - 1u), v);
+#else
+    for (long i = 0; i < n; i++) dst[i] = value;
+#endif
+}}
 """
 
 
