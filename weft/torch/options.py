@@ -15,13 +15,13 @@ FALLBACK_POLICIES = ("warn", "error")
 class Options:
     """``contract``: "inference" (default: reassociation allowed, within the Inference
     tolerance of eager) or "strict"; ``threads``: OpenMP threads (None: WEFT_THREADS or
-    the CPU count); ``fusion``: a weft.compile fusion policy (default "greedy");
+    the CPU count); ``fusion``: a weft.compile fusion policy (default "priced": fuse where the price says it pays);
     ``fallback``: "warn" (unsupported ops run in eager, reported once per compile) or
     "error" (raise ``FallbackError``)."""
 
     contract: str = "inference"
     threads: int | None = None
-    fusion: str = "greedy"
+    fusion: str = "priced"
     fallback: str = "warn"
 
 
