@@ -9,8 +9,9 @@ Three arms per case, interleaved ABC/CBA over ``--rounds`` rounds in one process
 path on CPU, oneDNN), ``weft`` (``weft.nn.conv2d`` compiled Inference at the same
 thread count, as the library chooses its decomposition) and ``weft-direct`` (the direct
 member forced: ``PATCHES_MIN_GROUP_CHANNELS`` raised past every case), so the choice in
-``weft/nn/conv.py`` is checked by the same run. Outputs are checked against PyTorch
-first. Prints the median per arm and torch / arm (above 1: faster than PyTorch); the
+``weft/nn/conv.py`` is checked by the same run. ``--fusion greedy`` (or ``priced``) compiles
+the weft arms under that policy (greedy: the bias add in the contraction's epilogue).
+Outputs are checked against PyTorch first. Prints the median per arm and torch / arm (above 1: faster than PyTorch); the
 JSON result (every round, the load average) goes to ``--out``. On a shared machine
 compare the arms of one run, not runs.
 """
@@ -43,7 +44,7 @@ CASES = {
 }
 
 
-def compiled_conv(x_shape, w_shape, keywords, threads: int, direct: bool):
+def compiled_conv(x_shape, w_shape, keywords, threads: int, direct: bool, fusion: str = "off"):
     import weft
     from weft import nn
     from weft.nn import conv
@@ -56,7 +57,7 @@ def compiled_conv(x_shape, w_shape, keywords, threads: int, direct: bool):
                           weft.spec((w_shape[0],)))
     finally:
         conv.PATCHES_MIN_GROUP_CHANNELS = saved
-    return weft.compile(plan, contract="inference", threads=threads)
+    return weft.compile(plan, contract="inference", threads=threads, fusion=fusion)
 
 
 CLOCKS = {"wall": time.perf_counter, "thread": time.thread_time}
@@ -70,7 +71,7 @@ def time_rounds(call, repeats: int) -> float:
     return (clock() - start) / repeats
 
 
-def run_case(name: str, threads: int, rounds: int, round_s: float) -> dict:
+def run_case(name: str, threads: int, rounds: int, round_s: float, fusion: str = "off") -> dict:
     import torch
     import torch.nn.functional as F
 
@@ -89,7 +90,7 @@ def run_case(name: str, threads: int, rounds: int, round_s: float) -> dict:
     arms = {"torch": torch_conv}
     describe = {}
     for label, direct in (("weft", False), ("weft-direct", True)):
-        compiled = compiled_conv(x_shape, w_shape, keywords, threads, direct)
+        compiled = compiled_conv(x_shape, w_shape, keywords, threads, direct, fusion)
         got = compiled(x, w, b)
         error = float(np.max(np.abs(got - want)) / max(1.0, float(np.max(np.abs(want)))))
         if error > 1e-4:
@@ -105,7 +106,7 @@ def run_case(name: str, threads: int, rounds: int, round_s: float) -> dict:
         for label in order if number % 2 == 0 else order[::-1]:
             times[label].append(time_rounds(arms[label], repeats))
     medians = {label: float(np.median(values)) for label, values in times.items()}
-    return {"case": name, "input": x_shape, "weight": w_shape, "keywords": keywords, "threads": threads,
+    return {"case": name, "input": x_shape, "weight": w_shape, "keywords": keywords, "threads": threads, "fusion": fusion,
             "repeats": repeats, "rounds_s": times, "median_s": medians,
             "torch_over": {label: medians["torch"] / medians[label] for label in ("weft", "weft-direct")},
             "describe": describe}
@@ -117,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--round-ms", type=float, default=30.0)
+    parser.add_argument("--fusion", choices=("off", "greedy", "priced"), default="off",
+                        help="the weft arms' fusion policy (default off, as weft.compile): greedy runs the bias"
+                             " add in the contraction's epilogue")
     parser.add_argument("--out", help="result file (default benchmarks/results/conv2d-STAMP.json)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                         help="wall (default) or thread: the calling thread's CPU time, which leaves out the time"
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     rows = []
     for name in names:
-        row = run_case(name, args.threads, args.rounds, args.round_ms / 1e3)
+        row = run_case(name, args.threads, args.rounds, args.round_ms / 1e3, args.fusion)
         rows.append(row)
         medians, ratio = row["median_s"], row["torch_over"]
         print(f"{name:14s} @{args.threads}  torch {medians['torch'] * 1e6:8.0f} us   weft {medians['weft'] * 1e6:8.0f} us"
@@ -143,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"conv2d-{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cases": rows, "threads": args.threads, "clock": args.clock, "load_average": os.getloadavg(),
+    out.write_text(json.dumps({"cases": rows, "threads": args.threads, "fusion": args.fusion, "clock": args.clock, "load_average": os.getloadavg(),
                                "cpus": os.cpu_count(), "command": sys.argv}, indent=1))
     print(f"result written to {out} (torch / arm above 1: faster than PyTorch; the machine's load is recorded)")
     return 0

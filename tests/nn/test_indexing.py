@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weft.ir import AxisIndex, IndexAdd, IndexConst, IndexFloorDiv, IndexMod, IndexMul
-from weft.nn.indexing import reshape_groups, reshape_index, simplify_index
+from weft.ir.indexing import reshape_groups, reshape_index, simplify_index
 
 EXTENTS = {"a": 3, "b": 4, "c": 5}
 

@@ -37,7 +37,7 @@ from weft.ir import (
     Role,
     verify,
 )
-from weft.nn.indexing import simplify_expr
+from weft.ir.indexing import simplify_expr
 
 ReadFn = Callable[[tuple[IndexExpr, ...]], Expr]
 

@@ -24,7 +24,7 @@ from weft.ir import (
     Load,
     Where,
 )
-from weft.nn.indexing import reshape_index
+from weft.ir.indexing import reshape_index
 from weft.nn.tensor import Tensor, TraceError, current_tracer
 
 IndexMap = Callable[[tuple[IndexExpr, ...]], tuple[IndexExpr, ...]]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from weft.ir import (
+from weft.ir.nodes import (
     AxisIndex,
     Binary,
     BinaryOp,
@@ -34,9 +34,10 @@ from weft.ir import (
     Load,
     Unary,
     Where,
-    index_range,
+    index_add,
+    index_mul,
 )
-from weft.ir.nodes import index_add, index_mul
+from weft.ir.verify import index_range
 
 Affine = tuple[dict[IndexExpr, int], int]  # {atom: coefficient}, constant
 
@@ -66,6 +67,24 @@ def _rebuild(terms: Mapping[IndexExpr, int], const: int) -> IndexExpr:
     return index_add(result, IndexConst(const))
 
 
+def _merge_quotient_remainder(terms: dict[IndexExpr, int], const: int) -> Affine:
+    """``c*d*(a // d) + c*(a % d)`` is ``c*a`` (a reshape read back through its inverse:
+    ``28*(p // 28) + p % 28`` is ``p``)."""
+    for atom, coefficient in list(terms.items()):
+        if not isinstance(atom, IndexMod) or atom not in terms:
+            continue
+        quotient = IndexFloorDiv(atom.operand, atom.divisor)
+        if terms.get(quotient) != coefficient * atom.divisor:
+            continue
+        del terms[atom], terms[quotient]
+        inner, inner_const = _affine(atom.operand)
+        for other, c in inner.items():
+            terms[other] = terms.get(other, 0) + c * coefficient
+        const += inner_const * coefficient
+        return _merge_quotient_remainder({a: c for a, c in terms.items() if c != 0}, const)
+    return terms, const
+
+
 def _range(terms: Mapping[IndexExpr, int], const: int, extents: Mapping[str, int]) -> tuple[int, int] | None:
     low = high = const
     for atom, coefficient in terms.items():
@@ -89,7 +108,7 @@ def simplify_index(index: IndexExpr, extents: Mapping[str, int]) -> IndexExpr:
             parts = [simplify_index(p, extents) for p in (_operands(index))]
             if isinstance(index, IndexMul):
                 return _rebuild(*_affine(index_mul(parts[0], index.factor)))
-            return _rebuild(*_affine(index_add(parts[0], parts[1])))
+            return _rebuild(*_merge_quotient_remainder(*_affine(index_add(parts[0], parts[1]))))
         case IndexFloorDiv(operand, divisor):
             return _simplify_floordiv(simplify_index(operand, extents), divisor, extents)
         case IndexMod(operand, divisor):
