@@ -72,16 +72,6 @@ def _check(fn, shapes, contract, make_config, fusion="off", expect_nests=1, expe
 CONTRACTS = ["strict", "inference"]
 
 
-@pytest.fixture(scope="module")
-def make_config(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("weft-cache")
-
-    def make(contract="strict", threads=2, **extra):
-        return config_from_env(contract=contract, threads=threads, cache_dir=cache, **extra)
-
-    return make
-
-
 @pytest.mark.parametrize("contract", CONTRACTS)
 def test_window_partition_view_with_padding(make_config, contract):
     """A linear over 4x4 windows of a 7x9 grid (zero-padded): the packing reads the

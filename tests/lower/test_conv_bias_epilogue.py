@@ -12,7 +12,6 @@ import pytest
 
 import weft
 import weft.nn as nn
-from weft.config import config_from_env
 from weft.fuzz.reference64 import outputs64
 from weft.ir import AxisIndex, IndexConst
 from weft.ir.indexing import simplify_index
@@ -35,16 +34,6 @@ CONV_CASES = [  # input, weight, keywords: odd sizes, groups, stride 2, "same", 
 ]
 
 
-@pytest.fixture(scope="module")
-def make_config(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("weft-cache")
-
-    def make(contract="strict", threads=1, **extra):
-        return config_from_env(contract=contract, threads=threads, cache_dir=cache, **extra)
-
-    return make
-
-
 def _contraction_nests(compiled):
     return [nest for function in compiled.lowered.functions for nest in function.nests
             if isinstance(nest, ContractionNest)]
@@ -57,9 +46,9 @@ def test_conv_bias_strict_equal_and_inference_close(make_config, shapes, fusion)
     plan = weft.trace(lambda x, w, b: nn.conv2d(x, w, b, **kwargs), weft.spec(x_shape), weft.spec(w_shape),
                       weft.spec((w_shape[0],)), name="conv_bias")
     arrays = (_f32(x_shape, 1), _f32(w_shape, 2), _f32((w_shape[0],), 3))
-    strict = weft.compile(plan, config=make_config("strict", fusion=fusion))
+    strict = weft.compile(plan, config=make_config("strict", threads=1, fusion=fusion))
     assert_strict_equal(strict(*arrays), run(plan, *arrays))
-    inference = weft.compile(plan, config=make_config("inference", fusion=fusion))
+    inference = weft.compile(plan, config=make_config("inference", threads=1, fusion=fusion))
     assert_inference_close(inference(*arrays), outputs64(plan, *arrays)[0])
     # one function: the patch contraction with the bias add as its epilogue. Not yet grouped:
     # the add reads the (N, G, O/G, P) contraction as (o // Og, o % Og, ...), so no dimension
@@ -80,7 +69,7 @@ def test_conv_bias_relu_epilogue_strict(make_config):
     shapes = [(1, 6, 15, 17), (8, 6, 3, 3), (8,), (1, 8, 8, 9)]
     plan = weft.trace(fn, *(weft.spec(s) for s in shapes), name="conv_bias_relu")
     arrays = [_f32(s, n) for n, s in enumerate(shapes)]
-    compiled = weft.compile(plan, config=make_config("strict", fusion="greedy"))
+    compiled = weft.compile(plan, config=make_config("strict", threads=1, fusion="greedy"))
     (nest,) = _contraction_nests(compiled)
     assert nest.epilogue is not None and len(compiled.lowered.functions) == 1, compiled.describe()
     assert_strict_equal(compiled(*arrays), run(plan, *arrays))
@@ -95,7 +84,7 @@ def test_matmul_tail_through_a_reshape(make_config, contract):
     shapes = [(6, 33), (33, 20), (4, 5)]
     plan = weft.trace(fn, *(weft.spec(s) for s in shapes), name="mm_reshape_bias")
     arrays = [_f32(s, n) for n, s in enumerate(shapes)]
-    compiled = weft.compile(plan, config=make_config(contract, fusion="greedy"))
+    compiled = weft.compile(plan, config=make_config(contract, threads=1, fusion="greedy"))
     (nest,) = _contraction_nests(compiled)
     assert nest.epilogue is not None, compiled.describe()
     if contract == "strict":
@@ -113,7 +102,7 @@ def test_a_tail_reading_another_position_is_no_epilogue(make_config):
     shapes = [(6, 33), (33, 20), (6,)]
     plan = weft.trace(fn, *(weft.spec(s) for s in shapes), name="mm_transposed_tail")
     arrays = [_f32(s, n) for n, s in enumerate(shapes)]
-    compiled = weft.compile(plan, config=make_config("strict", fusion="greedy"))
+    compiled = weft.compile(plan, config=make_config("strict", threads=1, fusion="greedy"))
     assert all(nest.epilogue is None for nest in _contraction_nests(compiled)), compiled.describe()
     assert_strict_equal(compiled(*arrays), run(plan, *arrays))
 
