@@ -63,6 +63,8 @@ static inline wf_vi wfc_min_i(wf_vi a, wf_vi b) {{ return wfc_sel_i(a < b, a, b)
 static inline wf_vl wfc_max_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a > b, a, b); }}
 static inline wf_vl wfc_min_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a < b, a, b); }}
 static inline float wfc_smax_f(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+/* 1 / d is a normal float (and so x * (1 / d) a faithful x / d): false for 0, denormals, |d| > 2^126, inf, NaN */
+static inline int wfc_recip_ok_f(float d) {{ float m = __builtin_fabsf(d); return m >= 0x1p-126f && m <= 0x1p126f; }}
 static inline float wfc_smin_f(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 static inline int32_t wfc_smax_i(int32_t a, int32_t b) {{ return a > b ? a : b; }}
 static inline int32_t wfc_smin_i(int32_t a, int32_t b) {{ return a < b ? a : b; }}

@@ -84,7 +84,7 @@ class NestWriter:
     def renderer(self, depth: int, packed: bool = True) -> BodyRenderer:
         """A body renderer for one C scope; reads of packed loads go to their panels."""
         renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
-                                self.counter, {}, None)
+                                self.counter, {}, None, self.nest.reciprocal_divisors)
         if packed:
             renderer.packed = dict(self.panels)
         renderer.memo = dict(self.hoisted)

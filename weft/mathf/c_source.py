@@ -199,7 +199,6 @@ def render_exp_avx512() -> str:
     a NaN lane, as the select does)."""
     generic = render_function("exp", definitions.exp, 1, vector=True).replace("wf_exp(", "wf_exp_generic(", 1)
     ops = COps(vector=True)
-    x = ops.parameter("x")
     low, high = _float_literal(definitions.EXP_INPUT_MIN), _float_literal(definitions.EXP_INPUT_MAX)
     clamped = ops.raw("f", f"(wf_vf)_mm512_max_ps(_mm512_set1_ps({low}), "
                            f"_mm512_min_ps(_mm512_set1_ps({high}), (__m512)x))")
