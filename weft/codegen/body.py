@@ -486,7 +486,8 @@ class BodyRenderer:
                 address = self.address(view, positions)
             else:
                 address = self.address(view, load.index)
-            return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
+            loader = "wfc_load_lines_f" if view.dtype is DType.FLOAT32 else f"wfc_load_{SUFFIX[view.dtype]}"
+            return self.local(view.dtype, True, f"{loader}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
         if step is None and load.padding is None and view.dtype in (DType.FLOAT32, DType.INT32):
             unwrapped = self.unwrapped_load(load, view)
