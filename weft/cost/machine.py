@@ -332,10 +332,11 @@ def measure_probes(facts: dict, cc: str, cache_dir: Path, thread_counts: list[in
 
 
 def probes_digest(lanes: int) -> str:
-    """A digest of the probes' C source at ``lanes`` (the math functions they time included)."""
-    from weft.cost.probes import probe_source
+    """A digest of what the probes time at ``lanes``: Weft's math (``wf_exp``, ``wf_log``) and
+    the probe loops (not the rest of the prelude, whose helpers they do not time)."""
+    from weft.cost.probes import timed_source
 
-    return hashlib.sha256(probe_source(lanes).encode()).hexdigest()[:16]
+    return hashlib.sha256(timed_source(lanes).encode()).hexdigest()[:16]
 
 
 def calibrate(cc: str = "cc", workdir: Path | None = None, quick: bool = False) -> MachineProfile:
