@@ -66,6 +66,24 @@ def test_corrupted_profile_is_detected_rebuilt_and_warned(tmp_path, monkeypatch,
         machine_profile(tmp_path)
 
 
+def test_profile_measured_with_other_probe_code_is_measured_again(tmp_path, monkeypatch, quick_profile):
+    """The exp/log rates are those of the math the probes compiled: a profile stored before
+    that code changed (its probes digest differs, or it predates the digest) is measured again."""
+    assert quick_profile.probes_digest == machine.probes_digest(quick_profile.lanes)
+    path = profile_path(tmp_path, profile_id(hardware_facts()))
+    path.parent.mkdir(parents=True)
+    monkeypatch.setattr(machine, "calibrate", lambda **kw: quick_profile)
+    stale = dict(quick_profile.to_json(), probes_digest="0" * 16)
+    path.write_text(json.dumps(stale))
+    with pytest.warns(UserWarning, match="other probe code"):
+        assert machine_profile(tmp_path) == quick_profile
+    older = quick_profile.to_json()
+    del older["probes_digest"]
+    path.write_text(json.dumps(older))
+    with pytest.warns(UserWarning, match="probes_digest"):
+        assert machine_profile(tmp_path) == quick_profile
+
+
 def test_schema2_probe_facts_are_measured_and_ordered(quick_profile):
     profile = quick_profile
     """The probes ran through the one compiler path and gave physically ordered numbers."""

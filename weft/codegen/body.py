@@ -110,6 +110,7 @@ class BodyRenderer:
         counter: Counter,
         env: Mapping[str, str],
         vector_axis: str | None = None,
+        reciprocal_divisors: bool = False,
     ) -> None:
         self.views = views
         self.extents = extents
@@ -119,6 +120,8 @@ class BodyRenderer:
         self.counter = counter
         self.env = env
         self.vector_axis = vector_axis
+        # Inference (MemberNest.reciprocal_divisors): lanes / scalar d -> lanes * (1 / d)
+        self.reciprocal_divisors = reciprocal_divisors
         self.memo: dict = {}
         # load -> (panel pointer, fold axes, lanes per panel row, lane axis): served from a packed panel
         self.packed: dict[Load, tuple[str, tuple[tuple[str, int], ...], int, str]] = {}
@@ -145,7 +148,8 @@ class BodyRenderer:
         return f"wfc_splat_{SUFFIX[value.dtype]}({value.code})"
 
     def sub_renderer(self, lines: list[str], indent: str, env: Mapping[str, str], vector_axis) -> BodyRenderer:
-        return BodyRenderer(self.views, self.extents, self.lanes, lines, indent, self.counter, env, vector_axis)
+        return BodyRenderer(self.views, self.extents, self.lanes, lines, indent, self.counter, env, vector_axis,
+                            self.reciprocal_divisors)
 
     # ------------------------------------------------------------------ index
 
@@ -243,6 +247,8 @@ class BodyRenderer:
                 if (a.dtype is not DType.FLOAT32 and op is BinaryOp.DIV) or op is BinaryOp.FMOD:
                     # guarded lane by lane: no vector integer division (and no trap) exists
                     return self.lanewise(expr)
+                if op is BinaryOp.DIV and self.reciprocal_divisors and not b.vector:
+                    return self.reciprocal_divide(a, b)
                 return self.local(_binary_dtype(op, a.dtype), True, vector_binary(op, a, b, self.splat))
             case Where(condition, if_true, if_false):
                 c, a, b = self.render(condition), self.render(if_true), self.render(if_false)
@@ -254,6 +260,18 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
+
+    def reciprocal_divide(self, a: Value, b: Value) -> Value:
+        """Lanes ``a`` over the scalar ``b`` as ``a * (1 / b)``: one division per scope instead
+        of one per vector (two roundings: Inference only). Where ``1 / b`` would leave float32's
+        normal range (``b`` zero, denormal, above 2^126, infinite or NaN) the lanes are divided
+        exactly, so every non-finite result is the division's."""
+        key = ("reciprocal", b.code)
+        if key not in self.memo:
+            self.memo[key] = self.local(DType.FLOAT32, False, f"(1.0f / {b.code})")
+        inverse = self.memo[key].code
+        return self.local(DType.FLOAT32, True, f"(wfc_recip_ok_f({b.code}) ? {a.code} * wfc_splat_f({inverse})"
+                                               f" : {a.code} / wfc_splat_f({b.code}))")
 
     def narrow_int(self, expr: Expr) -> str | None:
         """int32 lanes for an integer index value or constant that provably fits in int32
@@ -468,7 +486,8 @@ class BodyRenderer:
                 address = self.address(view, positions)
             else:
                 address = self.address(view, load.index)
-            return self.local(view.dtype, True, f"wfc_load_{SUFFIX[view.dtype]}(&{view.pointer}[{address}])")
+            loader = "wfc_load_lines_f" if view.dtype is DType.FLOAT32 else f"wfc_load_{SUFFIX[view.dtype]}"
+            return self.local(view.dtype, True, f"{loader}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
         if step is None and load.padding is None and view.dtype in (DType.FLOAT32, DType.INT32):
             unwrapped = self.unwrapped_load(load, view)

@@ -166,6 +166,40 @@ def _cross_entropy(call: LibraryCall, lines: list[str], indent: int, counter) ->
     emit(f"{pad}}}")
 
 
+def _aligned_row_setup(pad: str) -> list[str]:
+    """AVX-512: the row ``wf_xr`` read from whole 64-byte lines (NumPy's large arrays sit 16
+    bytes in, and a vector load across two lines costs about two): ``wf_sh`` floats past a
+    line, the lanes of each unaligned vector gathered from two aligned loads by one
+    ``vpermt2ps``. The vectors are the unaligned loads' exactly, so the results are too."""
+    return [
+        "#if defined(__AVX512F__)",
+        f"{pad}const long wf_sh = (long)(((uintptr_t)wf_xr & 63) >> 2);",
+        f"{pad}const float *wf_xa = wf_xr - wf_sh;",
+        f"{pad}const __m512i wf_idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, "
+        "2, 1, 0), _mm512_set1_epi32((int)wf_sh));",
+        f"{pad}__m512 wf_prev = _mm512_load_ps(wf_xa);",
+        "#endif",
+    ]
+
+
+def _aligned_row_load(pad: str) -> list[str]:
+    """``wf_v`` = the 16 floats at ``wf_xr + wf_j`` (see ``_aligned_row_setup``). The next line
+    holds a float of this vector whenever ``wf_sh`` > 0, so no load leaves the row's pages."""
+    return [
+        "#if defined(__AVX512F__)",
+        f"{pad}if (wf_sh) {{",
+        f"{pad}    const __m512 wf_next = _mm512_load_ps(wf_xa + wf_j + 16);",
+        f"{pad}    wf_v = (wf_v16)_mm512_permutex2var_ps(wf_prev, wf_idx, wf_next);",
+        f"{pad}    wf_prev = wf_next;",
+        f"{pad}}} else {{",
+        f"{pad}    wf_v = (wf_v16)_mm512_load_ps(wf_xr + wf_j);",
+        f"{pad}}}",
+        "#else",
+        f"{pad}__builtin_memcpy(&wf_v, wf_xr + wf_j, 64);",
+        "#endif",
+    ]
+
+
 def _layer_norm(call: LibraryCall, pad: str) -> list[str]:
     """One row per iteration of the work-item loop (``call.chunk`` = 1 row per step of
     ``wf_start``): Welford per lane over the full vectors, Chan's merge of the lanes, a
@@ -190,9 +224,10 @@ def _layer_norm(call: LibraryCall, pad: str) -> list[str]:
         f"{pad}    if ({full} > 0) {{",
         f"{pad}        wf_v16 wf_mv = {{0}}, wf_m2v = {{0}};",
         f"{pad}        long wf_k = 0;",
+        *_aligned_row_setup(pad + "        "),
         f"{pad}        for (long wf_j = 0; wf_j < {full}; wf_j += 16) {{",
         f"{pad}            wf_v16 wf_v;",
-        f"{pad}            __builtin_memcpy(&wf_v, wf_xr + wf_j, 64);",
+        *_aligned_row_load(pad + "            "),
         f"{pad}            wf_k++;",
         f"{pad}            const float wf_rk = 1.0f / (float)wf_k;",
         f"{pad}            wf_v16 wf_d = wf_v - wf_mv;",

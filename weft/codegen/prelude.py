@@ -52,6 +52,23 @@ typedef int64_t wf_vl __attribute__((vector_size({long_bytes})));
 WFC_LOADSTORE(f, wf_vf, float)
 WFC_LOADSTORE(i, wf_vi, int32_t)
 WFC_LOADSTORE(l, wf_vl, int64_t)
+/* A float vector read from whole 64-byte lines: NumPy's large arrays sit 16 bytes in, and on
+ * AVX-512 a load split across two lines costs several times an aligned one. Two aligned loads
+ * and one vpermt2ps give exactly the plain load's lanes; the second line holds a float of the
+ * vector, so no load leaves the vector's pages. */
+static inline wf_vf wfc_load_lines_f(const float *p) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    const uintptr_t a = (uintptr_t)p;
+    if ((a & 63) == 0) return (wf_vf)_mm512_load_ps(p);
+    if (a & 3) return wfc_load_f(p);
+    const float *b = (const float *)(a & ~(uintptr_t)63);
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32((int)((a & 63) >> 2)));
+    return (wf_vf)_mm512_permutex2var_ps(_mm512_load_ps(b), idx, _mm512_load_ps(b + 16));
+#else
+    return wfc_load_f(p);
+#endif
+}}
 static inline wf_vf wfc_sel_f(wf_vi m, wf_vf a, wf_vf b) {{ return (wf_vf)(((wf_vi)a & m) | ((wf_vi)b & ~m)); }}
 static inline wf_vi wfc_sel_i(wf_vi m, wf_vi a, wf_vi b) {{ return (a & m) | (b & ~m); }}
 static inline wf_vl wfc_sel_l(wf_vl m, wf_vl a, wf_vl b) {{ return (a & m) | (b & ~m); }}
@@ -63,6 +80,8 @@ static inline wf_vi wfc_min_i(wf_vi a, wf_vi b) {{ return wfc_sel_i(a < b, a, b)
 static inline wf_vl wfc_max_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a > b, a, b); }}
 static inline wf_vl wfc_min_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a < b, a, b); }}
 static inline float wfc_smax_f(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+/* 1 / d is a normal float (and so x * (1 / d) a faithful x / d): false for 0, denormals, |d| > 2^126, inf, NaN */
+static inline int wfc_recip_ok_f(float d) {{ float m = __builtin_fabsf(d); return m >= 0x1p-126f && m <= 0x1p126f; }}
 static inline float wfc_smin_f(float a, float b) {{ return (a < b || a != a) ? a : b; }}
 static inline int32_t wfc_smax_i(int32_t a, int32_t b) {{ return a > b ? a : b; }}
 static inline int32_t wfc_smin_i(int32_t a, int32_t b) {{ return a < b ? a : b; }}

@@ -49,6 +49,19 @@ def combine(combiner: Combiner, dtype: DType, vector: bool, acc: str, term: str)
     return f"wfc_{kind}_{SUFFIX[dtype]}({acc}, {term})" if vector else f"wfc_s{kind}_{SUFFIX[dtype]}({acc}, {term})"
 
 
+def lane_tree(lanes: int) -> list[str]:
+    """C shuffles (``{v}`` the vector) that pair each lane with the one half a group away, for
+    groups of ``lanes``, ``lanes / 2``, ... 2: combining each into ``v`` leaves lane 0 holding
+    all lanes combined."""
+    steps, width = [], lanes
+    while width > 1:
+        half = width // 2
+        order = ", ".join(str((i % width + half) % width + i // width * width) for i in range(lanes))
+        steps.append(f"WFC_SHUFFLE2({{v}}, {{v}}, {order})")
+        width = half
+    return steps
+
+
 # A fold-laned contraction (a matrix-vector product) peels to a 64-byte line only over folds
 # of at least this many vectors (4864 x 896 from L3, 1 thread, 16-byte-offset weights: 245 us
 # unaligned, 151 us aligned, on the 16-lane EPYC; with the peel, thread CPU time beside NumPy:
@@ -84,7 +97,7 @@ class NestWriter:
     def renderer(self, depth: int, packed: bool = True) -> BodyRenderer:
         """A body renderer for one C scope; reads of packed loads go to their panels."""
         renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
-                                self.counter, {}, None)
+                                self.counter, {}, None, self.nest.reciprocal_divisors)
         if packed:
             renderer.packed = dict(self.panels)
         renderer.memo = dict(self.hoisted)
@@ -367,10 +380,17 @@ class NestWriter:
             first, rest = lane_accumulators[0], lane_accumulators[1:]
             for other in rest:
                 self.emit(inner, f"{first} = {combine(combiner, self.dtype, True, first, other)};")
-            lane = self.counter.fresh("l")
             acc = accumulators[0]
-            self.emit(inner, f"for (int {lane} = 0; {lane} < {lanes}; {lane}++) "
-                             f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[{lane}]')};")
+            if self.dtype is DType.FLOAT32:
+                # Inference (fold lanes are): the lanes combine as a tree of halves, log2(lanes)
+                # steps on the row's critical path instead of a chain of one scalar step per lane
+                for step in lane_tree(lanes):
+                    self.emit(inner, f"{first} = {combine(combiner, self.dtype, True, first, step.format(v=first))};")
+                self.emit(inner, f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[0]')};")
+            else:
+                lane = self.counter.fresh("l")
+                self.emit(inner, f"for (int {lane} = 0; {lane} < {lanes}; {lane}++) "
+                                 f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[{lane}]')};")
         self.hoisted = {}
         renderer = BodyRenderer(self.views, self.extents, lanes, self.lines, "    " * inner, self.counter, {}, None)
         for (row, column, vector), acc in zip(points, accumulators, strict=False):

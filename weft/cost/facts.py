@@ -17,7 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from weft.ir import Binary, BinaryOp, Cast, DType, Kernel, Unary, UnaryOp, Where, expr_children, index_axes
+from weft.ir import (
+    Binary,
+    BinaryOp,
+    Cast,
+    DType,
+    Kernel,
+    Unary,
+    UnaryOp,
+    Where,
+    expr_axes,
+    expr_children,
+    index_axes,
+)
 from weft.lower.access import Access, address_step, has_index_of, load_access
 from weft.lower.contraction import ContractionNest
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
@@ -149,21 +161,28 @@ class FunctionFacts:
     one_pass: bool = False
 
 
-def count_ops(kernel: Kernel, fused_fma: bool) -> OpCounts:
-    counted = expr_ops(kernel.body)
+def count_ops(kernel: Kernel, fused_fma: bool, reciprocal_axis: str | None = None) -> OpCounts:
+    counted = expr_ops(kernel.body, reciprocal_axis)
     if kernel.fold is not None:
         return replace(counted, arithmetic=counted.arithmetic + (0 if fused_fma and kernel.is_contraction else 1))
     return counted
 
 
-def expr_ops(expr) -> OpCounts:
-    """Vector operations of one evaluation of ``expr`` (loads and constants are free)."""
+def expr_ops(expr, reciprocal_axis: str | None = None) -> OpCounts:
+    """Vector operations of one evaluation of ``expr`` (loads and constants are free).
+
+    ``reciprocal_axis``: the lanes' axis of a nest that divides by reciprocals
+    (``MemberNest.reciprocal_divisors``): a division whose divisor does not move with it is
+    one multiply per vector (its one scalar division per block is not counted)."""
     arithmetic = exp = log = divide = 0.0
     stack = [expr]
     while stack:
         node = stack.pop()
         if isinstance(node, Binary):
-            if node.op is BinaryOp.DIV:
+            if node.op is BinaryOp.DIV and reciprocal_axis is not None \
+                    and reciprocal_axis in expr_axes(node.left) and reciprocal_axis not in expr_axes(node.right):
+                arithmetic += 1
+            elif node.op is BinaryOp.DIV:
                 divide += 1
             elif node.op in ARITHMETIC:
                 arithmetic += 1
@@ -248,7 +267,8 @@ def nest_facts(nest: MemberNest | GemmCall | ContractionNest, scratch_pointers: 
         block_rows=max(1, rows),
         lanes=lanes if vector_axis else 1,
         chains=max(1, chains),
-        ops=count_ops(kernel, fused_fma),
+        ops=count_ops(kernel, fused_fma, vector_axis if isinstance(nest, MemberNest) and nest.reciprocal_divisors
+                      else None),
         accesses=tuple(accesses),
         parallel=parallel,
         library=isinstance(nest, GemmCall | ContractionNest),

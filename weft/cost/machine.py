@@ -19,8 +19,9 @@ loaded machine lowers no rate (multi-thread runs whose threads never overlapped 
 flagged in ``stream_concurrent``).
 
 The profile is stored as JSON under ``<cache_dir>/machine/profile-<id>.json`` and
-reused; ``recalibrate=True`` measures again. A file that does not parse or does not
-match its id is reported with a warning and rebuilt. Units are in the field names.
+reused; ``recalibrate=True`` measures again. A file that does not parse, does not
+match its id, or was measured with other probe code (``probes_digest``: the math the
+probes time, e.g. ``wf_exp``, changed) is reported with a warning and rebuilt. Units are in the field names.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class MachineProfile:
     parallel_region_s: float = 0.0  # one OpenMP parallel region over every core
     runner_call_s: float = 0.0  # one call from Python into a compiled plan (ctypes)
     first_touch_s_per_page: float = 0.0  # first write to a fresh page (the fault)
+    probes_digest: str = ""  # of the probe C (Weft's math included): a profile measured with
+    # other code (a faster wf_exp) is measured again, so prices follow the code they price
 
     def bandwidth(self, threads: int = 1) -> float:
         """Copy bandwidth (bytes/s): the best measured with at most ``threads`` threads."""
@@ -324,7 +327,16 @@ def measure_probes(facts: dict, cc: str, cache_dir: Path, thread_counts: list[in
         "parallel_region_s": probes.parallel_region_s(cores),
         "runner_call_s": probes.call_s(),
         "first_touch_s_per_page": probes.first_touch_s(os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096),
+        "probes_digest": probes_digest(lanes),
     }
+
+
+def probes_digest(lanes: int) -> str:
+    """A digest of what the probes time at ``lanes``: Weft's math (``wf_exp``, ``wf_log``) and
+    the probe loops (not the rest of the prelude, whose helpers they do not time)."""
+    from weft.cost.probes import timed_source
+
+    return hashlib.sha256(timed_source(lanes).encode()).hexdigest()[:16]
 
 
 def calibrate(cc: str = "cc", workdir: Path | None = None, quick: bool = False) -> MachineProfile:
@@ -382,6 +394,8 @@ def load_profile(path: Path, identifier: str) -> MachineProfile:
         raise ValueError(f"holds profile {profile.profile_id} schema {profile.schema}, expected {identifier} schema {SCHEMA}")
     if min(rate for _, rate in profile.copy_bandwidth_bytes_per_s + profile.gemm_flops_per_s) <= 0:
         raise ValueError("holds a non-positive rate")
+    if profile.probes_digest and profile.probes_digest != probes_digest(profile.lanes):
+        raise ValueError("was measured with other probe code (Weft's math or the probes changed)")
     return profile
 
 
@@ -403,7 +417,7 @@ def machine_profile(cache_dir: Path | None = None, recalibrate: bool = False, cc
         try:
             return load_profile(path, identifier)
         except (ValueError, OSError) as error:
-            warnings.warn(f"machine profile {path} is corrupted: {error}; measuring again", stacklevel=2)
+            warnings.warn(f"machine profile {path} is corrupted or stale ({error}); measuring again", stacklevel=2)
     profile = calibrate(cc=cc, workdir=path.parent, quick=quick)
     save_profile(profile, path)
     return profile

@@ -216,6 +216,13 @@ def probe_source(lanes: int) -> str:
     return prelude(lanes) + _PROBES
 
 
+def timed_source(lanes: int) -> str:
+    """The C whose speed the probes measure: Weft's math at ``lanes`` and the probe loops."""
+    from weft.codegen.prelude import math_source
+
+    return math_source(lanes) + _PROBES
+
+
 @dataclass
 class Probes:
     """The loaded probe library; every method returns the best of ``tries`` runs."""

@@ -86,6 +86,8 @@ class MemberNest:
     # (a float32 stored and reloaded is exact, so Strict order and bits are kept)
     transpose_fold: bool = False  # Strict-safe: loads strided along the lanes but unit-stride
     # along the innermost fold axis are read as lanes x lanes tiles and transposed in registers
+    reciprocal_divisors: bool = False  # Inference: a float division by a value that does not move
+    # with the lanes (a row's sum) multiplies by its reciprocal, one division per vector block
 
     @property
     def name(self) -> str:
@@ -105,6 +107,8 @@ class MemberNest:
             parts.append(f"rows of {self.block_axis} x{self.block_rows}")
         if self.transpose_fold:
             parts.append("transposed tiles")
+        if self.reciprocal_divisors:
+            parts.append("divides by a reciprocal")
         if self.packed:
             parts.append("packed " + ", ".join(load.buffer for load in self.packed))
         if self.fold_chunk:

@@ -17,7 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.ir import AxisIndex, Buffer, DType, Kernel, Load, Plan, expr_loads
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Buffer,
+    DType,
+    Kernel,
+    Load,
+    Plan,
+    expr_axes,
+    expr_loads,
+    walk_expr,
+)
 from weft.ir.canonical import canonical_group
 from weft.lower.access import Access, address_step, load_access, row_major_strides, transposable
 from weft.lower.contraction import lower_contraction
@@ -181,6 +193,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         fold_lanes=fold_lanes,
         fold_accumulators=4 if fold_lanes else 1,
         transpose_fold=transpose_fold,
+        reciprocal_divisors=target.contract == "inference" and lane_invariant_divisor(kernel.body, vector_axis),
         packed=packed,
         fold_chunk=fold_chunk,
         # a chunked fold reads each row in a few long runs (one per work item)
@@ -354,3 +367,12 @@ def lower_plan(plan: Plan, groups: tuple[tuple[str, ...], ...] | None, target: T
 
 def plan_buffers(plan: Plan) -> dict[str, Buffer]:
     return plan.buffer_map()
+
+
+def lane_invariant_divisor(body, vector_axis: str | None) -> bool:
+    """Whether ``body`` divides float lanes by a value that does not move with ``vector_axis``
+    (softmax's normalise by its row sum): under Inference a multiply by one reciprocal."""
+    if vector_axis is None:
+        return False
+    return any(isinstance(node, Binary) and node.op is BinaryOp.DIV and vector_axis in expr_axes(node.left)
+               and vector_axis not in expr_axes(node.right) for node in walk_expr(body))

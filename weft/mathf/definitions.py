@@ -139,8 +139,19 @@ def minimum(ops: Ops, a: F, b: F) -> F:
 
 def exp_finite(ops: Ops, x: F) -> F:
     """exp for non-NaN x (NaN lanes give an unspecified NaN or number)."""
+    clamped = exp_clamp(ops, x)
+    mantissa, _, magic_sum = exp_reduced(ops, clamped)
+    return exp_scaled(ops, mantissa, magic_sum)
+
+
+def exp_clamp(ops: Ops, x: F) -> F:
+    """x clamped to [EXP_INPUT_MIN, EXP_INPUT_MAX] (a NaN lane stays NaN)."""
     clamped = ops.select(ops.gt(x, ops.const(EXP_INPUT_MAX)), ops.const(EXP_INPUT_MAX), x)
-    clamped = ops.select(ops.lt(clamped, ops.const(EXP_INPUT_MIN)), ops.const(EXP_INPUT_MIN), clamped)
+    return ops.select(ops.lt(clamped, ops.const(EXP_INPUT_MIN)), ops.const(EXP_INPUT_MIN), clamped)
+
+
+def exp_reduced(ops: Ops, clamped: F) -> tuple[F, F, F]:
+    """(e^r, k, the magic sum holding k) with clamped = k ln2 + r, |r| <= ln2 / 2."""
     # k = round(x * log2(e)); the magic sum holds k in its low mantissa bits.
     magic_sum = ops.add(ops.mul(clamped, ops.const(LOG2E)), ops.const(ROUND_MAGIC))
     k = ops.sub(magic_sum, ops.const(ROUND_MAGIC))
@@ -149,6 +160,11 @@ def exp_finite(ops: Ops, x: F) -> F:
     r_squared = ops.mul(r, r)
     poly = ops.mul(horner(ops, r, EXP_POLY), r_squared)
     mantissa = ops.add(ops.add(poly, r), ops.const(1.0))  # e^r in [0.7, 1.42]
+    return mantissa, k, magic_sum
+
+
+def exp_scaled(ops: Ops, mantissa: F, magic_sum: F) -> F:
+    """mantissa * 2^k, rounded once (also into denormals)."""
     # 2^k in two halves (k in [-150, 128]): each half is a normal float and
     # mantissa * 2^k1 is exact, so the final product rounds once, also into denormals.
     k_int = ops.isub(ops.bits(magic_sum), ops.bits(ops.const(ROUND_MAGIC)))
