@@ -69,6 +69,9 @@ STANDARD_SIZES: dict[str, dict[str, object]] = {
     "cross-entropy": {"tokens": 512, "vocab": 32000, "hidden": 1024, "projection": False},
     "vit-block": {"batch": 1, "tokens_side": 24, "dim": 256, "heads": 4, "window": 8, "mlp_dim": 1024},
     "qwen-decode-step": {"layers": 2, "cache_len": 512},
+    # two windowed blocks of the full width over a 336 x 336 image (one 24 x 24 window): the
+    # default 32 blocks over 1008 x 1008 take about a minute per call at one thread
+    "sam3-encoder": {"blocks": 2, "image_size": 336},
 }
 """The documented standard size set (parameters not named keep the workload's defaults)."""
 

@@ -12,7 +12,7 @@ E="env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE"
 BASE=${BASE:-}  # another checkout for the warm-compile growth side by side (compile section)
 log() { echo "=== $(date +%T) $* (load $(cut -d' ' -f1-3 /proc/loadavg))"; }
 
-calibrate() { python -c "from weft.cost.machine import machine_profile; p = machine_profile(); print('profile', p.profile_id, p.measured_at)"; }
+calibrate() { $E python -c "from weft.cost.machine import machine_profile; p = machine_profile(); print('profile', p.profile_id, p.measured_at)"; }
 compile() {
   if [ -n "$BASE" ]; then
     python benchmarks/compile_time.py --against "$BASE" --workloads sam3-encoder,qwen-decode-step --repeats 6 --out $R/compile-time-warm-against-quiet-$D.json
