@@ -64,3 +64,18 @@ def test_inference_rule_has_one_bound_with_an_optional_error_magnitude():
         got = np.array([1.0 + factor * wider, 100.0])
         assert (inference_error(got, reference, magnitude) <= INFERENCE_RTOL) == bool(
             inference_within(got, reference, magnitude).all())
+
+
+def test_at_line_offset_places_a_contiguous_copy_past_a_line():
+    import numpy as np
+    import pytest
+
+    from weft.testing import at_line_offset
+
+    array = np.arange(37 * 5, dtype=np.float32).reshape(37, 5)
+    for offset in (0, 4, 16, 60):
+        copy = at_line_offset(array, offset)
+        assert copy.ctypes.data % 64 == offset and copy.flags.c_contiguous
+        assert np.array_equal(copy, array) and not np.shares_memory(copy, array)
+    with pytest.raises(ValueError, match="0..63"):
+        at_line_offset(array, 64)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["FLOAT32_UNIT", "INFERENCE_RTOL", "INFERENCE_ULPS", "UNDERFLOW_FLOOR", "assert_inference_close",
-           "assert_strict_equal", "inference_bound", "inference_error", "inference_mismatch", "inference_within",
+           "assert_strict_equal", "at_line_offset", "inference_bound", "inference_error", "inference_mismatch", "inference_within",
            "strict_mismatch"]
 
 INFERENCE_RTOL = 1e-4  # relative tolerance of the Inference contract
@@ -172,3 +172,16 @@ def assert_inference_close(actual, reference, context: str = "", magnitude=None)
     problem = inference_mismatch(actual, reference, magnitude)
     if problem is not None:
         raise AssertionError(f"{context + ': ' if context else ''}outside the Inference tolerance:\n{problem}")
+
+
+def at_line_offset(array: np.ndarray, offset: int) -> np.ndarray:
+    """A C-contiguous copy of ``array`` whose data starts ``offset`` bytes past a 64-byte
+    line (NumPy puts large arrays 16 bytes in): for outputs that must not depend on where
+    the inputs start, and for timing the loads a real caller's arrays get."""
+    if not 0 <= offset < 64:
+        raise ValueError(f"offset {offset} must be in 0..63 (bytes past a 64-byte line)")
+    raw = np.empty(array.nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + offset
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy

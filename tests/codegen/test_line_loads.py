@@ -12,15 +12,7 @@ import pytest
 import weft
 import weft.nn as nn
 from weft.oracle import run
-from weft.testing import assert_strict_equal
-
-
-def _at_offset(array, offset):
-    raw = np.empty(array.nbytes + 128, np.uint8)
-    start = -raw.ctypes.data % 64 + offset
-    placed = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    placed[...] = array
-    return placed
+from weft.testing import assert_strict_equal, at_line_offset
 
 
 def _program(x, y):
@@ -37,10 +29,10 @@ def test_outputs_do_not_depend_on_where_inputs_start(contract, rows, cols):
     x[2, 0] = np.nan
     plan = weft.trace(_program, weft.spec((rows, cols), "float32"), weft.spec((rows, cols), "float32"))
     compiled = weft.compile(plan, contract, threads=1, fusion="greedy")
-    first = compiled(_at_offset(x, 0), _at_offset(y, 0))
+    first = compiled(at_line_offset(x, 0), at_line_offset(y, 0))
     if contract == "strict":
         assert_strict_equal(first, run(plan, x, y))
     for offset in (4, 16, 36, 60):
-        again = compiled(_at_offset(x, offset), _at_offset(y, 64 - offset))
+        again = compiled(at_line_offset(x, offset), at_line_offset(y, 64 - offset))
         for a, b in zip(again, first, strict=True):
             assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), (contract, offset)

@@ -8,7 +8,7 @@ from weft import nn
 from weft.compile import output_digest
 from weft.config import config_from_env
 from weft.oracle import run
-from weft.testing import assert_inference_close
+from weft.testing import assert_inference_close, at_line_offset
 from weft.workloads import get_workload
 
 
@@ -54,16 +54,6 @@ def test_the_kernel_set_holds_no_times_or_notes(cache):
     assert compiled.kernel_set() == before
 
 
-def _at_offset(array: np.ndarray, offset: int) -> np.ndarray:
-    """A contiguous copy of ``array`` whose data starts ``offset`` bytes past a 64-byte line."""
-    raw = np.empty(array.nbytes + 128, np.uint8)
-    start = -raw.ctypes.data % 64 + offset
-    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    copy[...] = array
-    assert copy.ctypes.data % 64 == offset and copy.flags.c_contiguous
-    return copy
-
-
 # decode-shaped: the matrix-vector folds (hidden 256, intermediate 320) are long enough to be
 # fold-laned and to step to a 64-byte line, and the rows of every weight share one alignment
 _DECODE = {"layers": 1, "hidden": 256, "heads": 4, "kv_heads": 2, "intermediate": 320, "cache_len": 7,
@@ -82,7 +72,7 @@ def test_inference_outputs_do_not_follow_the_inputs_addresses(cache):
         compiled = weft.compile(plan, "inference", threads=1, fusion=fusion)
         digests = {}
         for offset in (0, 4, 16, 36, 60):
-            placed = [_at_offset(array, offset) for array in inputs]
+            placed = [at_line_offset(array, offset) for array in inputs]
             digests[offset] = compiled.output_digest(*placed)
         assert len(set(digests.values())) == 1, (fusion, digests)
 
@@ -98,7 +88,7 @@ def test_a_matrix_vector_fold_splits_by_index_at_every_offset(depth, cache):
     rng = np.random.default_rng(depth)
     x = rng.standard_normal((1, depth), dtype=np.float32)
     w = rng.standard_normal((37, depth), dtype=np.float32)
-    outputs = {compiled(_at_offset(x, offset_x), _at_offset(w, offset_w)).tobytes()
+    outputs = {compiled(at_line_offset(x, offset_x), at_line_offset(w, offset_w)).tobytes()
                for offset_x in (0, 20) for offset_w in range(0, 64, 4)}
     assert len(outputs) == 1
     assert_inference_close(compiled(x, w), run(plan, x, w))
@@ -107,7 +97,7 @@ def test_a_matrix_vector_fold_splits_by_index_at_every_offset(depth, cache):
 def test_bound_weights_start_on_a_line(cache):
     """params= copies each weight to a 64-byte line, whatever the caller's alignment."""
     plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((1, 300)), weft.spec((37, 300)), name="bound")
-    w = _at_offset(np.random.default_rng(0).standard_normal((37, 300), dtype=np.float32), 4)
+    w = at_line_offset(np.random.default_rng(0).standard_normal((37, 300), dtype=np.float32), 4)
     compiled = weft.compile(plan, "inference", threads=1, fusion="off", params={plan.inputs[1]: w})
     bound = compiled.params[plan.inputs[1]]
     assert bound.ctypes.data % 64 == 0 and not bound.flags.writeable and np.array_equal(bound, w)

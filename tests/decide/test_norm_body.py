@@ -10,7 +10,7 @@ from weft.decide.library.norm import match_layer_norm
 from weft.lower.library import LibraryCall
 from weft.nn import spec
 from weft.oracle import run
-from weft.testing import assert_inference_close, assert_strict_equal
+from weft.testing import assert_inference_close, assert_strict_equal, at_line_offset
 
 
 def _members(plan):
@@ -66,15 +66,6 @@ def test_strict_layer_norm_keeps_the_oracle_bytes(cache):
     assert_strict_equal(compiled(x), run(plan, x), "strict layer norm")
 
 
-def _at_offset(array, offset):
-    """A copy of ``array`` starting ``offset`` bytes past a 64-byte line."""
-    raw = np.empty(array.nbytes + 128, np.uint8)
-    start = -raw.ctypes.data % 64 + offset
-    placed = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    placed[...] = array
-    return placed
-
-
 @pytest.mark.parametrize("shape", [(5, 1040), (9, 37), (4, 16), (6, 3), (3, 1)])
 def test_welford_body_same_bytes_at_every_input_offset(shape, cache):
     """The body reads each row from whole 64-byte lines on AVX-512 (two aligned loads and a
@@ -89,9 +80,9 @@ def test_welford_body_same_bytes_at_every_input_offset(shape, cache):
     plan = weft.trace(lambda x: nn.layer_norm(x), spec(shape))
     compiled = weft.compile(plan, "inference", threads=1, fusion="priced")
     assert _bodies(compiled) == ["welford layer norm"]
-    first = compiled(_at_offset(x, 0))
+    first = compiled(at_line_offset(x, 0))
     for offset in range(4, 64, 4):
-        assert np.array_equal(compiled(_at_offset(x, offset)).view(np.uint32), first.view(np.uint32)), offset
+        assert np.array_equal(compiled(at_line_offset(x, offset)).view(np.uint32), first.view(np.uint32)), offset
     finite = np.isfinite(x).all(axis=-1)
     with np.errstate(all="ignore"):
         assert_inference_close(first[finite], _float64(x[finite]), f"welford {shape}")
