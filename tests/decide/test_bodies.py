@@ -139,6 +139,26 @@ def test_adam_body_is_close_to_float64_under_inference(fusion, cache):
         assert_inference_close(actual, reference, "fused adam body, inference")
 
 
+@pytest.mark.parametrize("contract", ["strict", "inference"])
+def test_an_adam_step_whose_moments_are_dropped_still_gets_storage_for_them(contract, cache):
+    """Found by ``python -m weft.fuzz --seed 2028 --start 68 --contract inference --fusion priced``:
+    a step whose new m and v are no plan output made them private to the region, but the fused
+    body writes them, so the runner had no arena offset for them (an internal KeyError)."""
+    def update_only(p, g, m, v):
+        return nn.adam_step(p, g, m, v, step=4, **ADAM)[0]
+
+    plan = weft.trace(update_only, *(spec((1, 32, 32)) for _ in range(4)))
+    inputs = _adam_inputs(32 * 32, seed=2)
+    inputs = [a.reshape(1, 32, 32) for a in inputs]
+    compiled = weft.compile(plan, contract, threads=1, fusion="matchers")
+    assert [call.body for call in _library_calls(compiled)] == ["fused adam"]
+    if contract == "strict":
+        assert_strict_equal(compiled(*inputs), run(plan, *inputs), "fused adam body, moments dropped")
+    else:
+        (want, *_) = _adam_float64(*(a.ravel() for a in inputs), step=4)
+        assert_inference_close(compiled(*inputs), want.reshape(1, 32, 32), "fused adam body, moments dropped")
+
+
 def test_adam_workload_shares_one_body_function_across_equal_tensors(cache):
     workload = get_workload("adam")
     params = {"params": 90_000, "tensors": 3, "step": 2}

@@ -102,8 +102,7 @@ def lower_library(plan: Plan, members: tuple[str, ...], match, views: dict[str, 
         call = _cross_entropy_call(plan, members, match, views, lanes)
         if call is None:
             return None
-        return LoweredFunction(name=library_function_name(members[-1], match.body, taken), members=members,
-                               nests=(call,), params=tuple(view for _, view in call.views), private=private)
+        return _library_function(members, match.body, taken, call, tuple(view for _, view in call.views), private)
     elements = math.prod(match.shape)
     if match.body == "welford layer norm":  # one row per step of the work-item loop
         if any(views[buffer].offsets != (0,) * len(views[buffer].offsets) for _, buffer in match.roles):
@@ -114,8 +113,7 @@ def lower_library(plan: Plan, members: tuple[str, ...], match, views: dict[str, 
                            constants=tuple(match.constants), elements=elements, chunk=1,
                            parallel=rows > 1 and elements >= 2 * LIBRARY_CHUNK)
         params = dict.fromkeys(view for _, view in call.views)
-        return LoweredFunction(name=library_function_name(members[-1], match.body, taken), members=members,
-                               nests=(call,), params=tuple(params), private=private)
+        return _library_function(members, match.body, taken, call, tuple(params), private)
     call = LibraryCall(
         body=match.body,
         kernel=plan.kernel(members[-1]),
@@ -129,8 +127,18 @@ def lower_library(plan: Plan, members: tuple[str, ...], match, views: dict[str, 
     params: dict[str, BufferView] = {}
     for _, view in call.views:
         params.setdefault(view.buffer, view)
-    return LoweredFunction(name=library_function_name(members[-1], match.body, taken), members=members,
-                           nests=(call,), params=tuple(params.values()), private=private)
+    return _library_function(members, match.body, taken, call, tuple(params.values()), private)
+
+
+def _library_function(members: tuple[str, ...], body: str, taken: set[str], call,
+                      params: tuple[BufferView, ...], private: tuple[str, ...]) -> LoweredFunction:
+    """The function around one library call. A member the body writes through a view has
+    storage, even when no later function reads it: fused Adam writes m' and v' whether or not
+    the plan returns them, so only the members without a view stay private (no arena space)."""
+    written = {view.buffer for view in params}
+    return LoweredFunction(name=library_function_name(members[-1], body, taken), members=members,
+                           nests=(call,), params=params,
+                           private=tuple(name for name in private if name not in written))
 
 
 def _chunk_nest(logits: Kernel, rows: int, columns: int, views: dict[str, BufferView], lanes: int):
