@@ -40,3 +40,18 @@ def test_failures_of_different_kinds_are_not_the_same_failure():
     crash = Outcome("crash", "KeyError: 'e'\nTraceback ...", "compile")
     assert same_failure(Outcome("crash", "KeyError: 'e'\nother frames", "compile"), crash)
     assert not same_failure(Outcome("crash", "worker process killed by SIGFPE", "process"), crash)
+
+
+def test_an_internal_error_wrapped_in_a_weft_error_is_a_crash_not_a_refusal():
+    from weft.errors import CompileError, ShapeError
+    from weft.fuzz.check import _failure
+
+    try:
+        try:
+            {}["adam_m"]
+        except KeyError as problem:
+            raise CompileError("internal error while rendering C for plan p: KeyError: 'adam_m'") from problem
+    except CompileError as error:
+        internal = _failure("compile", error)
+    assert internal.status == "crash" and "KeyError" in internal.message and internal.stage == "compile"
+    assert _failure("trace", ShapeError("x: shapes (2,) and (3,) do not broadcast")).status == "refusal"

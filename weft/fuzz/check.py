@@ -44,9 +44,15 @@ class Settings:
 
 
 def _failure(stage: str, error: BaseException) -> Outcome:
-    if isinstance(error, WeftError):
+    """A ``WeftError`` is a refusal, unless it wraps an internal error (``compile``'s "this is
+    a bug in Weft" CompileError raised from a KeyError, say): that is a crash, with the
+    traceback of the cause, so it is counted, listed and shrunk like any other."""
+    cause = error.__cause__
+    internal = cause is not None and not isinstance(cause, (WeftError, MemoryError))
+    if isinstance(error, WeftError) and not internal:
         return Outcome("refusal", f"{type(error).__name__}: {error}", stage)
-    detail = "".join(traceback.format_exception(type(error), error, error.__traceback__, limit=-4))
+    origin = cause if internal else error
+    detail = "".join(traceback.format_exception(type(origin), origin, origin.__traceback__, limit=-4))
     return Outcome("crash", f"{type(error).__name__}: {error}\n{detail}", stage)
 
 
