@@ -135,3 +135,30 @@ def test_a_contraction_with_its_tail_is_priced_as_the_microkernel_epilogue():
     assert verdict.fused.memory_bytes == 0
     # the epilogue saves the intermediate's round trip, never the FMAs: a thin margin
     assert 0.0 < verdict.margin < 0.25
+
+
+def test_the_one_pass_scores_are_priced_on_the_register_tile_at_the_fma_peak_not_the_blas_rate():
+    """attention 5184 x 32 at 1 thread: the one pass's streamed q k^T runs on the microkernel's
+    6 x 64 register tile, but was priced at NumPy's GEMM rate (116 of 249 GFLOP/s here), so the
+    whole attention (measured 23.3 ms) looked 36% dearer than leaving the scores unfused
+    (measured 26.4 ms) and the priced plan lost 1.13x to fuse-on-sight."""
+    import dataclasses
+
+    from weft.cost.model import price_nest
+
+    plan = get_workload("attention").plan(heads=1, tokens=384, head_dim=32)
+    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=60)
+    pricing = region_pricing(plan, config, Target(16, "inference"), profile=fixed_profile())
+    members = tuple(kernel.output for kernel in plan.kernels)
+    region = next(r for r in grow(plan, members[-1], frozenset(members)).candidates if r.members == members)
+    one_pass = next(form for form in pricing.region_lowering(region).forms() if form.name == "one pass")
+    scores = next(nest for nest in one_pass.facts.nests if nest.member == "attn_scores")
+    assert scores.register_tile == (6, 64)
+    rows, keys, depth = 64, 384, 32  # one tile of 64 query rows against every key
+    extents = dict(scores.extents) | {"i": rows}
+    slow_blas = dataclasses.replace(fixed_profile(), gemm_flops_per_s=((1, 1e9), (2, 2e9)))
+    prices = [price_nest(scores, extents.__getitem__, machine_numbers(profile, 1), {}, 1, (6, frozenset("i"), 0.0))[0]
+              for profile in (fixed_profile(), slow_blas)]
+    assert prices[0] == prices[1]  # the BLAS rate plays no part
+    tiles = 6 * rows * keys / (6 * 64)  # six tiles of the pass, each 64 x 384 scores in 6 x 64 register tiles
+    assert prices[0] == pytest.approx(tiles * (6 * 4 * depth / 2 + MICRO_TILE_CYCLES + 24))

@@ -137,6 +137,7 @@ class NestFacts:
     transposed: bool = False  # strided loads read as lanes x lanes tiles transposed in registers
     shape: object | None = None  # its LoopShape, set by ``function_facts``
     contraction: ContractionFacts | None = None  # the microkernel: priced from its own blocking
+    register_tile: tuple[int, int] = (0, 0)  # (rows, columns) of the microkernel's register tile it runs on
 
     def extent(self, axis: str) -> int:
         return dict(self.extents)[axis]
@@ -343,8 +344,9 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
 
     rows = {axis for axis, _, _, _ in nest.rows}
     result = [nest_facts(streamed, scratch_pointers, contract) for streamed in nest.streamed_nests]
-    if nest.scores is not None:  # the streamed contraction runs on the register tile: at the GEMM rate
-        result = [replace(facts, library=True) for facts in result]
+    if nest.scores is not None:  # the streamed contraction runs on the microkernel's register tile
+        tile = (nest.scores.rows, nest.scores.block)
+        result = [replace(facts, library=True, register_tile=tile) for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views
     for position, kernel in enumerate(kernels):

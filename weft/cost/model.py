@@ -220,7 +220,9 @@ def price_nest(
     data = (read[0] / read_bw[0] + read[1] / read_bw[1] + read[2] / read_bw[2] + read[3] / read_bw[3]
             + write[0] / write_bw[0] + write[1] / write_bw[1] + write[2] / write_bw[2] + write[3] / write_bw[3])
     points = math.prod(trips)
-    if nest.library:
+    if nest.library and nest.register_tile[0]:
+        compute = _register_tile_cycles(nest, extent, tile_count, numbers)
+    elif nest.library:
         flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * tile_count
         compute = flops / numbers.gemm_flops_per_cycle * max(1, parallel_threads)
     else:
@@ -250,6 +252,22 @@ def price_nest(
 
 
 MICRO_TILE_CYCLES = 8.0  # entering one register tile for one fold block (pointers, loop set-up)
+
+
+def _register_tile_cycles(nest: NestFacts, extent, tile_count: int, numbers: MachineNumbers) -> float:
+    """Compute cycles of a nest run on the microkernel's register tile (the one pass's scores:
+    rows x columns accumulators over the fold): one core's vector FMAs at its peak, as
+    ``price_contraction`` prices the register tile, plus each tile's entry and the store of its
+    accumulators; not the BLAS rate, which the pass never calls. Per thread: the caller shares
+    it among the threads running tiles."""
+    lanes = max(1, numbers.lanes)
+    rows, columns = nest.register_tile
+    fold = math.prod(extent(axis) for axis in nest.fold_axes)
+    outputs = math.prod(extent(axis) for axis in nest.output_axes) * tile_count
+    vectors = max(1, columns // lanes)
+    fma_per_cycle = max(1e-9, numbers.fma_flops_per_cycle / (2.0 * lanes))
+    tiles = outputs / (rows * columns)
+    return tiles * (rows * vectors * fold / fma_per_cycle + MICRO_TILE_CYCLES + rows * vectors)
 
 
 def _op_cycles(ops: OpCounts, numbers: MachineNumbers) -> float:
