@@ -43,7 +43,7 @@ from weft.fuse import (
     online_lowering_for,
     still_recorded,
 )
-from weft.ir import Kernel, Plan, Role, verify
+from weft.ir import Kernel, Plan, Role, output_digest, verify
 from weft.lower import Target, lower_plan
 from weft.lower.contraction_prepack import prepack_bound
 from weft.lower.fused import lower_partition
@@ -513,18 +513,6 @@ def kernel_set_digest(lowered: LoweredPlan) -> str:
     import hashlib
 
     return hashlib.sha256(repr(lowered).encode()).hexdigest()[:32]
-
-
-def output_digest(outputs) -> str:
-    """sha256 of each output's shape, dtype and bytes, in order."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for array in outputs if isinstance(outputs, tuple) else (outputs,):
-        array = np.ascontiguousarray(array)
-        digest.update(f"{array.shape}{array.dtype.str}".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()[:32]
 
 
 def check_plan_argument(plan: object) -> Plan:

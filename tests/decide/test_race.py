@@ -80,6 +80,22 @@ def test_race_inputs_have_the_real_shapes_and_no_zeros():
             assert np.all(array != 0)
 
 
+def test_race_inputs_keep_a_0_d_input_0_d():
+    """Found by ``python -m weft.fuzz --seed 2029 --contract strict --fusion priced``: a
+    cross-entropy over a 0-d label raced its contenders on a (1,)-shaped label
+    (``numpy.ascontiguousarray`` makes 0-d arrays 1-d) and the compile failed on an InputError."""
+    from weft import nn
+    from weft.nn import spec
+
+    def scaled(x, s):
+        return nn.softmax(x * s, axis=-1)
+
+    plan = weft.trace(scaled, spec((4, 8)), spec(()))
+    arrays = RaceInputs().for_plan(plan)
+    assert [a.shape for a in arrays] == [(4, 8), ()]
+    assert all(a.flags.c_contiguous for a in arrays)
+
+
 def _compile(cache, **config):
     workload = get_workload("softmax")
     plan = workload.plan(**workload.small)

@@ -20,11 +20,12 @@ def kernel_set_digest(plan: Plan) -> str:
 
 
 def output_digest(outputs) -> str:
-    """Digest of output bytes (a single array or a tuple of arrays)."""
+    """Digest of each output's dtype, shape and bytes, in order (a single array or a tuple of
+    arrays; a 0-d output keeps its shape ())."""
     arrays = outputs if isinstance(outputs, tuple | list) else (outputs,)
     digest = hashlib.sha256()
     for array in arrays:
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array)
         digest.update(f"{array.dtype}{array.shape}".encode())
-        digest.update(array.tobytes())
+        digest.update(array.tobytes(order="C"))
     return digest.hexdigest()[:16]
