@@ -72,3 +72,31 @@ def test_priced_without_a_pricer_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="needs a pricer"):
         choose_regions(get_workload("softmax").plan(), "priced", "strict")
+
+
+def test_a_tiling_priced_within_the_models_resolution_does_not_replace_the_lowerings_own(monkeypatch):
+    """softmax 8192 x 1024, Inference, 1 thread: the lowering's own tile (one row) and two rows
+    were priced 0.4% apart, and the pricer took two rows; measured (the tiling race of session 6,
+    /tmp/tilerace.py) one row 3.12 ms, two rows 3.64 ms. A tiling must beat the lowering's own
+    by more than the model's resolution to replace it."""
+    import weft.cost.search as search
+
+    plan = get_workload("softmax").plan()
+    partition, pricing = _partition(plan, contract="inference")
+    (decision,) = partition.decisions
+    chosen = decision.chosen
+    from weft.compose.regions import grow
+
+    members = next(members for members, verdict in decision.verdicts if verdict is chosen)
+    region = next(r for r in grow(plan, decision.anchor, frozenset(k.output for k in plan.kernels)).candidates
+                  if r.members == members)
+    form = next(form for form in pricing.region_lowering(region).forms() if form.name == chosen.form)
+    own = form.tilings[0]
+    prices = {tiling: pricing.pricer.price_tiling(pricing.region_lowering(region), form, tiling, None).cycles
+              for tiling in form.tilings}
+    assert chosen.tiling == own or prices[chosen.tiling] < prices[own] * (1 - search.TILING_RESOLUTION)
+    assert all(prices[tiling] > prices[own] * (1 - search.TILING_RESOLUTION) for tiling in prices if tiling != chosen.tiling)
+    if min(prices.values()) < prices[own]:  # another tiling is a hair cheaper: only the resolution keeps the own one
+        monkeypatch.setattr(search, "TILING_RESOLUTION", 0.0)
+        partition, _ = _partition(plan, contract="inference")
+        assert partition.decisions[0].chosen.tiling != own
