@@ -32,3 +32,18 @@ def test_weft_explain_prices_shows_cycles_and_margins(monkeypatch, capsys, tmp_p
     assert main(["explain", "layernorm", "--prices", "--set", "rows=512", "--set", "dim=256"]) == 0
     text = capsys.readouterr().out
     assert "policy priced" in text and "cycles" in text and "margin" in text and "pricing:" in text
+
+
+def test_weft_explain_prices_is_what_the_compile_decides_library_bodies_included(monkeypatch, capsys, tmp_path):
+    """`weft explain --prices` priced compose's candidates only: a fused Adam step showed the
+    generic fused form while the compile took the library body. It now shows the compile."""
+    from plans.profiles import seed_profile
+
+    seed_profile(tmp_path)  # round numbers under this machine's profile id: no calibration
+    monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
+    assert main(["explain", "adam", "--prices", "--set", "params=40000", "--set", "tensors=2"]) == 0
+    text = capsys.readouterr().out
+    assert "bodies admitted: fused adam" in text and "verdict from" in text and "lowered:" in text
+    assert main(["explain", "softmax", "--fusion", "matchers", "--set", "rows=64", "--set", "cols=128"]) == 0
+    text = capsys.readouterr().out
+    assert "policy matchers" in text and "softmax rows" in text

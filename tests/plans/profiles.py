@@ -29,3 +29,16 @@ def fixed_profile() -> MachineProfile:
         unary_vectors_per_s=(("exp", 4e9 / 15), ("log", 4e9 / 20), ("divide", 4e9 / 2.5)),
         parallel_region_s=1e-6, runner_call_s=1e-6, first_touch_s_per_page=1e-6,
     )
+
+
+def seed_profile(cache_dir) -> str:
+    """Save the fixed profile under this machine's profile id in ``cache_dir``: a compile
+    there prices with round numbers and never calibrates."""
+    import dataclasses
+    from pathlib import Path
+
+    from weft.cost.machine import hardware_facts, profile_id, profile_path, save_profile
+
+    identifier = profile_id(hardware_facts())
+    save_profile(dataclasses.replace(fixed_profile(), profile_id=identifier), profile_path(Path(cache_dir), identifier))
+    return identifier

@@ -12,12 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from weft import fuse as fuse_stage
-from weft.codegen.cpu import cpu_features, lanes_for
-from weft.compose.partition import POLICIES
-from weft.config import CONTRACTS, DEFAULT_FUSION, config_from_env
+from weft.config import CONTRACTS, DEFAULT_FUSION, FUSION_POLICIES, config_from_env
 from weft.explain.report import explain_lowering, explain_plan
-from weft.lower.schedule import Target
 from weft.workloads import get_workload
 from weft.workloads.params import parse_params
 
@@ -26,15 +22,17 @@ def run_explain(args: argparse.Namespace) -> int:
     params = parse_params(args.set)
     plan = get_workload(args.workload).plan(**params)
     fusion = "priced" if args.prices else args.fusion
+    if fusion in ("priced", "matchers"):  # what a compile decides: prices, library bodies, race, record
+        import weft
+
+        config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
+        weft.compile(plan, config=config).explain()
+        return 0
     if args.lowering:  # lower too, and show what each region became
         print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads,
-                               show_prices=args.prices))
+                               show_prices=False))
         return 0
-    pricing = None
-    if fusion == "priced":  # the pricer is built where the lowering is known (weft.fuse)
-        config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
-        pricing = fuse_stage.region_pricing(plan, config, Target(lanes=lanes_for(cpu_features()), contract=args.contract))
-    print(explain_plan(plan, policy=fusion, contract=args.contract, pricing=pricing, show_prices=args.prices).text())
+    print(explain_plan(plan, policy=fusion, contract=args.contract).text())
     if fusion == "off":
         print(f"(fusion {fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
               " greedy would fuse)")
@@ -48,11 +46,14 @@ def register(subparsers) -> None:
     )
     parser.add_argument("workload", help="a workload name (see `weft workloads`) or your program FILE.py:FUNCTION")
     parser.add_argument("--contract", choices=CONTRACTS, default="strict")
-    parser.add_argument("--fusion", choices=POLICIES, default=DEFAULT_FUSION,
-                        help=f"region policy (default: {DEFAULT_FUSION}, as weft.compile)")
+    parser.add_argument("--fusion", choices=FUSION_POLICIES, default=DEFAULT_FUSION,
+                        help=f"region policy (default: {DEFAULT_FUSION}, as weft.compile); priced and matchers"
+                             " compile the plan and show what the compile decided (prices, library bodies, races,"
+                             " the record)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="a workload parameter (repeatable)")
     parser.add_argument("--prices", action="store_true",
-                        help="fusion='priced' with every candidate's predicted unfused and fused cycles, tiling and margin")
+                        help="fusion='priced' (a compile) with every candidate's predicted unfused and fused cycles,"
+                             " tiling and margin, the library bodies admitted and where each verdict came from")
     parser.add_argument("--threads", type=int, default=1, help="threads the prices (and --lowering) assume (default 1)")
     parser.add_argument("--lowering", action="store_true", help="also lower, and show the axes each region is actually tiled along, its tile loop and scratch")
     parser.set_defaults(handler=run_explain)
