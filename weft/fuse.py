@@ -66,7 +66,7 @@ class _PricingLowering:
         return lower_group(plan, (member,), views, self.target, set())
 
     def default_tiling(self, plan: Plan, region):
-        return self.fused.choose_tiling(plan, region, self.target.lanes)
+        return self.fused.choose_tiling(plan, region, self.target.lanes, contract=self.target.contract)
 
     def tilings(self, plan: Plan, region):
         """Every tiling ``lower_region`` can emit: each common anchor axis (extent > 1) as the
