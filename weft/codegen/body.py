@@ -43,7 +43,7 @@ from weft.ir import (
     index_axes,
     index_range,
 )
-from weft.lower.access import Access, address_step, axis_step, load_access, unwrapped_step
+from weft.lower.access import Access, address_step, axis_step, lane_pattern, load_access, unwrapped_step
 from weft.lower.access import has_index_of as _has_index_of
 from weft.lower.nest import BufferView
 
@@ -230,7 +230,7 @@ class BodyRenderer:
             case IndexValue(index, dtype):
                 step = axis_step(index, self.vector_axis)
                 if step is None:
-                    return self.lanewise(expr)
+                    return self.patterned_index(expr)
                 # affine along the lanes (a causal mask's j): base + step * (0, 1, 2, ...)
                 stepped = "wfc_iota_l()" if step == 1 else f"wfc_iota_l() * INT64_C({step})"
                 lanes = self.local(DType.INT64, True, f"(wfc_splat_l({self.index(index)}) + {stepped})")
@@ -260,6 +260,23 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
+
+    def patterned_index(self, expr: IndexValue) -> Value:
+        """An index value with a constant lane pattern (``i // 2`` along ``i``): lane 0's value
+        plus the pattern, where the vector starts at a multiple of the lanes; lane by lane
+        otherwise (and for any other index)."""
+        pattern = None if _has_index_of(expr.index) else lane_pattern(expr.index, self.vector_axis, self.lanes)
+        if pattern is None:
+            return self.lanewise(expr)
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[expr.dtype]} {name};")
+        lanes = self.local(DType.INT64, True, f"(wfc_splat_l({self.index(expr.index)}) + "
+                                              f"(wf_vl){{{', '.join(map(str, pattern))}}})")
+        self.emit(f"if {self.lane_guard()} {name} = {vector_cast(lanes, expr.dtype)}; else {{")
+        inner = self.sub_renderer(self.lines, self.indent + "    ", self.env, self.vector_axis)
+        inner.lanewise(expr, into=name)
+        self.emit("}")
+        return Value(name, expr.dtype, True)
 
     def reciprocal_divide(self, a: Value, b: Value) -> Value:
         """Lanes ``a`` over the scalar ``b`` as ``a * (1 / b)``: one division per scope instead
@@ -504,7 +521,49 @@ class BodyRenderer:
         ):
             address = self.address(view, load.index)
             return self.local(view.dtype, True, f"wfc_gather_{SUFFIX[view.dtype]}(&{view.pointer}[{address}], {step})")
+        if load.padding is None and view.dtype in (DType.FLOAT32, DType.INT32):
+            permuted = self.permuted_load(load, view)
+            if permuted is not None:
+                return permuted
         return self.lanewise(load)
+
+    def lane_guard(self) -> str:
+        """True at run time when the vector's first point along its axis is a multiple of the
+        lanes: where ``lane_pattern``'s constant patterns hold."""
+        return f"((({self.env[self.vector_axis]}) & {self.lanes - 1}) == 0)"
+
+    def permuted_load(self, load: Load, view: BufferView) -> Value | None:
+        """A read whose lanes fall, in a constant order, inside one span of ``lanes`` elements
+        (a rotation's partner ``x[i ^ 1]``, a table per pair ``t[i // 2]``): one masked load of
+        the span and one permutation (AVX-512), where the vector starts at a multiple of the
+        lanes; lane by lane elsewhere. The lanes read exactly the elements the lane-by-lane
+        loop reads (the mask keeps the others untouched), so no byte changes."""
+        if self.lanes != 16 or any(map(_has_index_of, load.index)):
+            return None
+        offsets = [0] * self.lanes
+        for index, stride in zip(load.index, view.strides, strict=True):
+            pattern = lane_pattern(index, self.vector_axis, self.lanes)
+            if pattern is None:
+                return None
+            offsets = [total + stride * step for total, step in zip(offsets, pattern, strict=True)]
+        low = min(offsets)
+        if max(offsets) - low >= self.lanes or len(set(offsets)) == 1:
+            return None
+        mask = sum(1 << (offset - low) for offset in set(offsets))
+        order = ", ".join(str(offset - low) for offset in offsets)
+        kind = "ps" if view.dtype is DType.FLOAT32 else "epi32"
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[view.dtype]} {name};")
+        self.emit("#if defined(__AVX512F__)")
+        self.emit(f"if {self.lane_guard()} {name} = ({VECTOR_TYPE[view.dtype]})_mm512_permutexvar_{kind}("
+                  f"_mm512_setr_epi32({order}), _mm512_maskz_loadu_{kind}((__mmask16){mask:#06x}, "
+                  f"&{view.pointer}[{self.address(view, load.index)} + ({low})])); else")
+        self.emit("#endif")
+        self.emit("{")
+        inner = self.sub_renderer(self.lines, self.indent + "    ", self.env, self.vector_axis)
+        inner.lanewise(load, into=name)
+        self.emit("}")
+        return Value(name, view.dtype, True)
 
 
 _ARITH = frozenset({BinaryOp.ADD, BinaryOp.SUB, BinaryOp.MUL})

@@ -8,6 +8,7 @@ stay put (a broadcast), or do something else (lane-by-lane gather)?
 from __future__ import annotations
 
 import enum
+import math
 
 from weft.ir import (
     AxisIndex,
@@ -219,3 +220,76 @@ def flat_address(index: tuple[IndexExpr, ...], strides: tuple[int, ...]) -> Inde
     if _divisions(address) >= sum(_divisions(position) for position in index):
         return None
     return address
+
+
+PATTERN_PERIOD_LIMIT = 1 << 16
+"""The longest period ``lane_pattern`` evaluates (points of the axis); beyond it, lane by lane."""
+
+
+def _eval_index(index: IndexExpr, axis: str, value: int) -> int:
+    """``index`` at ``axis = value`` (every other axis absent: the caller's terms have none)."""
+    match index:
+        case AxisIndex():
+            return value
+        case IndexConst(constant):
+            return constant
+        case IndexAdd(left, right):
+            return _eval_index(left, axis, value) + _eval_index(right, axis, value)
+        case IndexMul(operand, factor):
+            return _eval_index(operand, axis, value) * factor
+        case IndexFloorDiv(operand, divisor):
+            return _eval_index(operand, axis, value) // divisor
+        case IndexMod(operand, divisor):
+            return _eval_index(operand, axis, value) % divisor
+    raise TypeError(f"not an index without gathers: {index!r}")
+
+
+def _terms(index: IndexExpr) -> list[IndexExpr]:
+    return [*_terms(index.left), *_terms(index.right)] if isinstance(index, IndexAdd) else [index]
+
+
+def _divisors(index: IndexExpr) -> list[int]:
+    match index:
+        case IndexAdd(left, right):
+            return _divisors(left) + _divisors(right)
+        case IndexMul(operand, _):
+            return _divisors(operand)
+        case IndexFloorDiv(operand, divisor) | IndexMod(operand, divisor):
+            return [abs(divisor), *_divisors(operand)]
+    return []
+
+
+def lane_pattern(index: IndexExpr, axis: str, lanes: int) -> tuple[int, ...] | None:
+    """``index`` at lanes ``0 .. lanes-1`` of a vector along ``axis``, less its value at lane 0,
+    when that is one constant pattern for every vector whose first point along ``axis`` is a
+    multiple of ``lanes`` (and any values of the other axes); else None.
+
+    A rotation's partner ``(i // 2) * 2 + (i + 1) % 2`` gives (1, 0, 3, 2, ...); a table read
+    per pair ``(i // 2) % 16`` gives (0, 0, 1, 1, ...). The index must be a sum of terms free
+    of ``axis`` and terms of ``axis`` alone (no gather); those are evaluated over one period of
+    the divisors and their drift checked, so the pattern holds at every multiple of ``lanes``."""
+    moving = [term for term in _terms(index) if axis in index_axes(term)]
+    if any(index_axes(term) != {axis} or has_index_of(term) for term in moving):
+        return None
+    period = lanes
+    for divisor in (d for term in moving for d in _divisors(term)):
+        period = period * divisor // math.gcd(period, divisor)
+        if period > PATTERN_PERIOD_LIMIT:
+            return None
+
+    def at(value: int) -> int:
+        return sum(_eval_index(term, axis, value) for term in moving)
+
+    drift = at(period) - at(0)
+    if any(at(value + period) - at(value) != drift for value in range(period)):
+        return None
+    pattern = None
+    for start in range(0, period, lanes):
+        base = at(start)
+        found = tuple(at(start + lane) - base for lane in range(lanes))
+        if pattern is None:
+            pattern = found
+        elif found != pattern:
+            return None
+    return pattern
+
