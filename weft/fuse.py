@@ -66,6 +66,8 @@ class _PricingLowering:
         return lower_group(plan, (member,), views, self.target, set())
 
     def default_tiling(self, plan: Plan, region):
+        if self.fused.microkernel_lost(plan, region, default_views(plan), self.target):
+            return None  # the plain fused form is not emitted (weft.lower.fused.region_fit)
         return self.fused.choose_tiling(plan, region, self.target.lanes, contract=self.target.contract)
 
     def tilings(self, plan: Plan, region):
@@ -74,6 +76,8 @@ class _PricingLowering:
         starved contraction. Scratch grows linearly with the primary tile (every private
         member is tiled along it), so it is measured once per primary axis at a tile of one."""
         fused, lanes = self.fused, self.target.lanes
+        if fused.microkernel_lost(plan, region, default_views(plan), self.target):
+            return
         extents = {axis.name: axis.extent for axis in plan.kernel(region.anchor).axes}
         common = [name for name, _ in region.tile_maps] if region.tile_maps else [region.tile_axis]
         contraction = any(plan.kernel(member).is_contraction for member in region.members)

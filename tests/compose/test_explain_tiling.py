@@ -37,7 +37,8 @@ def tiled_anchor_axes(plan, region, function) -> list[str]:
 @pytest.mark.parametrize("contract", ["strict", "inference"])
 def test_compiled_explain_names_the_axis_actually_tiled(contract, tmp_path, monkeypatch):
     monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
-    plan = get_workload("attention").plan(tokens=32, heads=8)
+    # head_dim 16: the scores (8 x 32 x 32) outgrow the output, so Strict fuses them too
+    plan = get_workload("attention").plan(tokens=32, heads=8, head_dim=16)
     compiled = weft.compile(plan, contract, threads=1, fusion="greedy")
     out = io.StringIO()
     compiled.explain(file=out)
@@ -62,7 +63,8 @@ def test_compiled_explain_names_the_axis_actually_tiled(contract, tmp_path, monk
 
 
 def test_explain_without_lowering_says_preferred(capsys):
-    assert main(["explain", "--fusion", "greedy", "attention", "--set", "tokens=32", "--set", "heads=8"]) == 0
+    assert main(["explain", "--fusion", "greedy", "attention", "--set", "tokens=32", "--set", "heads=8",
+                 "--set", "head_dim=16"]) == 0
     text = capsys.readouterr().out
     assert "(preferred tile axis i;" in text and "preferred tile axis per member: attn_scores.i" in text
     assert "tiled along" not in text
@@ -70,7 +72,8 @@ def test_explain_without_lowering_says_preferred(capsys):
 
 def test_cli_lowering_says_what_was_tiled(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("WEFT_CACHE_DIR", str(tmp_path))
-    assert main(["explain", "--fusion", "greedy", "attention", "--lowering", "--set", "tokens=32", "--set", "heads=8"]) == 0
+    assert main(["explain", "--fusion", "greedy", "attention", "--lowering", "--set", "tokens=32", "--set", "heads=8",
+                 "--set", "head_dim=16"]) == 0
     text = capsys.readouterr().out
     assert "tiled along " in text and "lowered:" in text
     assert "(preferred tile axis" not in text
