@@ -180,7 +180,7 @@ def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
 
 
 _RUNNER_NAMES = re.compile(
-    r"\bwf_(call_\d+|callers|step_caller|step_args|args|slot_kind|slot_where|steps|run|run_profile|step_fn|prepack)\b")
+    r"\bwf_(call_\d+|callers|step_caller|step_args|args|slot_kind|slot_where|steps|run|run_profile|step_fn|prepack|prepack_steps)\b")
 
 
 def _renamed(lowered: LoweredPlan, prefix: str) -> LoweredPlan:
