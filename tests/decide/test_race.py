@@ -80,6 +80,17 @@ def test_race_inputs_have_the_real_shapes_and_no_zeros():
             assert np.all(array != 0)
 
 
+def test_race_inputs_of_zero_dimensional_buffers_stay_zero_dimensional():
+    """A 0-d input (a length, a dynamo float scalar) once came back of shape (1,), and the
+    race's contenders refused it: the whole torch partition fell back to eager."""
+    from weft import nn
+
+    plan = nn.trace(lambda x, n, s: nn.mul(nn.where(nn.less(n, 3), x, 0.0), s),
+                    nn.spec((4,)), nn.spec((), "int64"), nn.spec((), "float32"))
+    arrays = RaceInputs().for_plan(plan)
+    assert [a.shape for a in arrays] == [(4,), (), ()]
+
+
 def _compile(cache, **config):
     workload = get_workload("softmax")
     plan = workload.plan(**workload.small)

@@ -193,5 +193,5 @@ class RaceInputs:
                 array = rng.integers(0, 2, buffer.shape).astype(dtype)
             else:
                 array = rng.integers(0, 2, buffer.shape).astype(bool)
-            arrays.append(np.ascontiguousarray(array))
+            arrays.append(np.ascontiguousarray(array).reshape(buffer.shape))  # ascontiguousarray makes 0-d 1-d
         return arrays
