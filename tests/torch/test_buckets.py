@@ -177,3 +177,27 @@ def test_gathered_indices_stay_in_bounds_at_padded_positions():
             ids = torch.randint(0, 50, (2, length))
             assert_inference_close(compiled(ids).numpy(), model(ids).numpy())
     assert counting.plan_compiles() == 1
+
+
+class NotSixteen(torch.nn.Module):
+    """A Python branch on the length: dynamo guards ``length != 16``, which the bucket 16 breaks."""
+
+    def forward(self, x):
+        y = torch.tanh(x)
+        if x.shape[1] != 16:
+            y = y + 1.0
+        return y.sum(1)
+
+
+def test_a_bucket_that_breaks_a_guard_dynamo_took_runs_at_the_exact_length():
+    model = NotSixteen()
+    counting = CountingBackend()
+    compiled = torch.compile(model, backend=counting, dynamic=True)
+    with torch.no_grad(), Recorder() as reports:
+        for length in (5, 9, 40, 50):
+            x = torch.randn(3, length, 8)
+            assert_inference_close(compiled(x).numpy(), model(x.double()).numpy())
+    assert len(counting.compiled) == 1
+    assert counting.plan_compiles() == 3  # 5 and 9 exact (their bucket 16 breaks the guard); 40 and 50 in 64
+    assert [r.dynamic.split(":")[0] for r in reports] == ["exact per length", "exact per length", "buckets"]
+    assert "break a guard" in reports[0].dynamic

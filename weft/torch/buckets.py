@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -74,6 +74,7 @@ class Buckets:
     masked: tuple[str, ...]  # the ops that read through a mask, for the report
     size_inputs: dict[int, sympy.Symbol]
     shape_env: object = None
+    guards_hold: dict[tuple, bool] = field(default_factory=dict)  # per bucket: do dynamo's guards hold?
 
     def lengths(self, args: Sequence[object]) -> dict[sympy.Symbol, int]:
         found = {}
@@ -85,6 +86,12 @@ class Buckets:
     def sizes(self, lengths: dict[sympy.Symbol, int]) -> dict[sympy.Symbol, int] | None:
         """Each symbol's bucket, or None where the buckets break a guard dynamo took."""
         sizes = {s: bucket_of(v, self._upper(s)) for s, v in lengths.items()}
+        key = tuple(sorted((str(s), v) for s, v in sizes.items()))
+        if key not in self.guards_hold:
+            self.guards_hold[key] = self._guards_hold(sizes)
+        return sizes if self.guards_hold[key] else None
+
+    def _guards_hold(self, sizes: dict[sympy.Symbol, int]) -> bool:
         if self.shape_env is not None:
             for guard in getattr(self.shape_env, "guards", ()):
                 expr = getattr(guard, "expr", None)
@@ -92,8 +99,8 @@ class Buckets:
                     continue
                 holds = expr.xreplace({s: sympy.Integer(v) for s, v in sizes.items()})
                 if holds is not sympy.true and holds is not True:
-                    return None
-        return sizes
+                    return False
+        return True
 
     def _upper(self, symbol: sympy.Symbol) -> int | None:
         ranges = getattr(self.shape_env, "var_to_range", {}).get(symbol)
@@ -140,6 +147,11 @@ def analyze(gm: fx.GraphModule) -> tuple[Buckets | None, str]:
         analysis.run()
     except NotBucketable as problem:
         return None, str(problem)
+    except Exception as problem:  # noqa: BLE001 - a graph the analysis cannot follow is not padded
+        symbolic = any(isinstance(s, torch.SymInt) for n in gm.graph.nodes if n.op == "placeholder"
+                       for s in getattr(n.meta.get("val"), "shape", ()))
+        return None, f"the padding analysis could not follow the graph ({type(problem).__name__}: {problem})" \
+            if symbolic else ""
     if not analysis.sources:
         return None, ""
     missing = set()
