@@ -12,7 +12,7 @@ the length (``dynamic=True`` would make the batch symbolic too, and pad it).
 
 Recorded: the Weft compiles of each arm, the first call's seconds at each length (what a
 new length costs: a compile for ``exact``, a pad for ``buckets`` past the bucket's first
-length), and per length a palindrome-interleaved timing (BENCHMARKING.md) of ``buckets``
+length), and per length a palindrome-interleaved timing (docs/benchmarking.md) of ``buckets``
 against ``exact`` with an A/A control (``exact`` twice): ``buckets`` pays for the padded
 positions (128 / L of the work, more in attention's L x L) and for the masks; ``exact`` pays
 a compile per length. The Weft artifact cache is a fresh directory (every compile cold)
