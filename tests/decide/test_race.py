@@ -80,15 +80,20 @@ def test_race_inputs_have_the_real_shapes_and_no_zeros():
             assert np.all(array != 0)
 
 
-def test_race_inputs_of_zero_dimensional_buffers_stay_zero_dimensional():
-    """A 0-d input (a length, a dynamo float scalar) once came back of shape (1,), and the
-    race's contenders refused it: the whole torch partition fell back to eager."""
+def test_race_inputs_keep_a_0_d_input_0_d():
+    """Found by ``python -m weft.fuzz --seed 2029 --contract strict --fusion priced``: a
+    cross-entropy over a 0-d label raced its contenders on a (1,)-shaped label
+    (``numpy.ascontiguousarray`` makes 0-d arrays 1-d) and the compile failed on an InputError."""
     from weft import nn
+    from weft.nn import spec
 
-    plan = nn.trace(lambda x, n, s: nn.mul(nn.where(nn.less(n, 3), x, 0.0), s),
-                    nn.spec((4,)), nn.spec((), "int64"), nn.spec((), "float32"))
+    def scaled(x, s):
+        return nn.softmax(x * s, axis=-1)
+
+    plan = weft.trace(scaled, spec((4, 8)), spec(()))
     arrays = RaceInputs().for_plan(plan)
-    assert [a.shape for a in arrays] == [(4,), (), ()]
+    assert [a.shape for a in arrays] == [(4, 8), ()]
+    assert all(a.flags.c_contiguous for a in arrays)
 
 
 def _compile(cache, **config):

@@ -193,5 +193,5 @@ class RaceInputs:
                 array = rng.integers(0, 2, buffer.shape).astype(dtype)
             else:
                 array = rng.integers(0, 2, buffer.shape).astype(bool)
-            arrays.append(np.ascontiguousarray(array).reshape(buffer.shape))  # ascontiguousarray makes 0-d 1-d
+            arrays.append(np.array(array, order="C"))  # ascontiguousarray would make a 0-d array 1-d
         return arrays
