@@ -51,7 +51,8 @@ examples() {
   done
 }
 shapes() { $E python benchmarks/backend.py --shapes-only --threads 1,2 --out $R/backend-shapes-quiet-$D.json; }
-torch() { THP_MEM_ALLOC_ENABLE=1 $E python benchmarks/torch_models.py --out $R/torch-models-quiet-$D.json; }
+torch() { THP_MEM_ALLOC_ENABLE=1 $E python benchmarks/torch_models.py --out $R/torch-models-quiet-$D.json
+          $E python benchmarks/torch_buckets.py --out $R/torch-buckets-minilm-8x100-120-128-t1-quiet-$D.json; }
 
 sections=("$@")
 [ ${#sections[@]} -eq 0 ] && sections=(compile pricing priced whole peers attention fusion membound conv examples shapes torch)

@@ -186,7 +186,7 @@ def test_transposed_convolution_is_a_reported_fallback_with_the_right_answer():
     assert_inference_close(got.numpy(), reference(model, x)[0], context="transposed conv")
 
 
-def test_dynamic_sequence_length_compiles_one_graph_and_reuses_plans_per_length():
+def test_dynamic_sequence_length_compiles_one_graph_and_one_plan_per_bucket():
     model = Block().eval()
     counting = CountingBackend()
     compiled = torch.compile(model, backend=counting, dynamic=True)
@@ -195,7 +195,15 @@ def test_dynamic_sequence_length_compiles_one_graph_and_reuses_plans_per_length(
             x = torch.randn(2, length, 16)
             assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
     assert len(counting.compiled) == 1  # dynamo compiled once, with a symbolic length
-    assert counting.plan_compiles() == 2  # one plan per distinct length; returning lengths reuse theirs
+    assert counting.plan_compiles() == 1  # 5 and 9 pad to the bucket 16: one Weft compile for both
+    exact = CountingBackend()
+    dynamo.reset()
+    compiled = torch.compile(model, backend=exact, dynamic=True, options={"dynamic": "exact"})
+    with torch.no_grad():
+        for length in (5, 9, 5):
+            x = torch.randn(2, length, 16)
+            assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
+    assert exact.plan_compiles() == 2  # one plan per distinct length; a returning length reuses its own
 
 
 def test_default_dynamic_recompiles_dynamo_at_most_once_for_many_lengths():
@@ -206,7 +214,7 @@ def test_default_dynamic_recompiles_dynamo_at_most_once_for_many_lengths():
         for length in (4, 6, 7, 6):
             compiled(torch.randn(1, length, 16))
     assert len(counting.compiled) <= 2  # static first graph, then one symbolic graph for every other length
-    assert counting.plan_compiles() == 3  # length 4 (static graph), 6 and 7 (symbolic); 6 returns to its plan
+    assert counting.plan_compiles() == 2  # length 4 (static graph); 6 and 7 share the symbolic graph's bucket
 
 
 def test_training_forward_through_weft_backward_in_eager_gives_eager_gradients():
@@ -258,3 +266,19 @@ def test_dynamo_float_scalars_enter_the_plan_as_float32_with_no_fallback():
     assert_inference_close(got.numpy(), want.double().numpy(), context="scaled cos/sin")
 
 
+
+
+def test_a_compiled_call_leaves_the_openmp_thread_count_as_it_found_it():
+    """The OpenMP runtime is shared with PyTorch: a plan run at threads=n must restore the
+    caller's count, or torch's own ops change speed and dynamo recompiles on the next call
+    (its guard on the global num_threads)."""
+    model = Block().eval()
+    before = torch.get_num_threads()
+    counting = CountingBackend()
+    compiled = torch.compile(model, backend=counting, dynamic=True, options={"threads": before + 1})
+    with torch.no_grad():
+        for length in (5, 9):
+            x = torch.randn(2, length, 16)
+            assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
+            assert torch.get_num_threads() == before
+    assert len(counting.compiled) == 1  # no recompile from a changed thread count

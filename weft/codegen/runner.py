@@ -110,8 +110,7 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
     lines.append(_array("signed char", "wf_slot_kind", [kind for kind, _ in table]))
     lines.append(_array("long", "wf_slot_where", [where for _, where in table]))
     lines += [
-        "static int wf_steps(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
-        " double *wf_seconds) {",
+        "static int wf_steps(void *const *wf_in, void *const *wf_out, char *wf_arena, double *wf_seconds) {",
         *_slot_pointers(len(table), "wf_out[wf_w]"),
         f"    for (int wf_k = 0; wf_k < {len(steps)}; wf_k++) {{",
         "        double wf_t0 = wf_seconds ? wfc_now() : 0.0;",
@@ -121,27 +120,44 @@ def _runner(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
         "    return 0;", "}", "",
         "/* weights packed at bind (weft.lower.contraction_prepack): run once when the plan is loaded,",
         "   with the bound inputs (others may be null) */",
-        "int wf_prepack(void *const *wf_in, char *wf_arena, int wf_threads) {",
+        "static int wf_prepack_steps(void *const *wf_in, char *wf_arena) {",
         *_slot_pointers(len(table), "(void *)0"),  # no outputs yet
         "    (void)wf_p;",
         *pack_lines,
         "    return 0;", "}", "",
+        "int wf_prepack(void *const *wf_in, char *wf_arena, int wf_threads) {",
+        *_with_threads("wf_prepack_steps(wf_in, wf_arena)"), "}", "",
         "int wf_run(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads) {",
-        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, 0);", "}", "",
+        *_with_threads("wf_steps(wf_in, wf_out, wf_arena, 0)"), "}", "",
         "int wf_run_profile(void *const *wf_in, void *const *wf_out, char *wf_arena, int wf_threads,"
         " double *wf_seconds) {",
-        "    return wf_steps(wf_in, wf_out, wf_arena, wf_threads, wf_seconds);", "}", "",
+        *_with_threads("wf_steps(wf_in, wf_out, wf_arena, wf_seconds)"), "}", "",
     ]
     return "\n".join(lines)
 
 
-def _slot_pointers(slots: int, output: str) -> list[str]:
-    """An entry point's first lines: the thread count, then ``wf_p``, the pointer of every
-    argument slot (an input, an output: ``output``, or a place in the arena)."""
+def _with_threads(call: str) -> list[str]:
+    """An entry point's body: ``call`` at ``wf_threads`` OpenMP threads, the caller's count
+    restored after it (the OpenMP runtime is shared with the host process: PyTorch reads that
+    count, and dynamo guards on it, so a call must leave it as it found it)."""
     return [
         "#ifdef _OPENMP",
-        "    if (wf_threads > 0) omp_set_num_threads(wf_threads);",
+        "    int wf_saved_threads = omp_get_max_threads();",
+        "    int wf_change = wf_threads > 0 && wf_threads != wf_saved_threads;",
+        "    if (wf_change) omp_set_num_threads(wf_threads);",
         "#endif",
+        f"    int wf_status = {call};",
+        "#ifdef _OPENMP",
+        "    if (wf_change) omp_set_num_threads(wf_saved_threads);",
+        "#endif",
+        "    return wf_status;",
+    ]
+
+
+def _slot_pointers(slots: int, output: str) -> list[str]:
+    """An entry point's first lines: ``wf_p``, the pointer of every argument slot (an input,
+    an output: ``output``, or a place in the arena)."""
+    return [
         f"    void *wf_p[{max(1, slots)}];",
         f"    for (long wf_s = 0; wf_s < {slots}; wf_s++) {{",
         "        long wf_w = wf_slot_where[wf_s];",
@@ -164,7 +180,7 @@ def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
 
 
 _RUNNER_NAMES = re.compile(
-    r"\bwf_(call_\d+|callers|step_caller|step_args|args|slot_kind|slot_where|steps|run|run_profile|step_fn|prepack)\b")
+    r"\bwf_(call_\d+|callers|step_caller|step_args|args|slot_kind|slot_where|steps|run|run_profile|step_fn|prepack|prepack_steps)\b")
 
 
 def _renamed(lowered: LoweredPlan, prefix: str) -> LoweredPlan:

@@ -25,7 +25,13 @@ from torch._decomp import core_aten_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
-from weft.torch.graph import FallbackError, GraphReport, WeftFallbackWarning, WeftGraph
+from weft.torch.graph import (
+    FallbackError,
+    GraphReport,
+    WeftDynamicShapeWarning,
+    WeftFallbackWarning,
+    WeftGraph,
+)
 from weft.torch.options import Options, parse_options
 from weft.torch.values import LoweringError
 
@@ -86,6 +92,8 @@ def format_reports(reports: list[GraphReport]) -> str:
     lines = [f"weft.torch: {len(reports)} graph(s) compiled"]
     for number, report in enumerate(reports):
         lines.append(f"graph {number}: inputs {report.signature}")
+        if report.dynamic:
+            lines.append(f"  dynamic shapes: {report.dynamic}")
         for partition in report.partitions:
             ops = ", ".join(f"{op} x{count}" for op, count in sorted(partition.ops.items()))
             lines.append(f"  partition {partition.name}: {sum(partition.ops.values())} ATen ops -> "
@@ -106,5 +114,5 @@ def format_reports(reports: list[GraphReport]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["FallbackError", "GraphReport", "LoweringError", "Options", "WeftFallbackWarning", "backend",
-           "explain", "format_reports"]
+__all__ = ["FallbackError", "GraphReport", "LoweringError", "Options", "WeftDynamicShapeWarning",
+           "WeftFallbackWarning", "backend", "explain", "format_reports"]

@@ -14,9 +14,12 @@ sizes); the first call with a signature specializes the graph:
 4. the rewritten graph runs as a ``torch.fx.GraphModule``: eager PyTorch for what
    fell back, one native call per Weft partition.
 
-A returning signature reuses its specialization; a graph with symbolic sizes
-(``dynamic=True``, or dynamo's automatic dynamic shapes after a second length) is
-specialized once per distinct signature, never recompiled by dynamo per length.
+A returning signature reuses its specialization. A graph with symbolic sizes
+(``dynamic=True``, or dynamo's automatic dynamic shapes after a second length) is never
+recompiled by dynamo per length; Weft specializes it once per *bucket* (``weft/torch/buckets.py``:
+inputs padded to the next power of two along their symbolic axes, reductions across them
+masked, outputs cropped) where padding is proven sound, else once per distinct length, and
+says why (``GraphReport.dynamic``, a ``WeftDynamicShapeWarning`` once per graph).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from torch.fx.passes.tools_common import legalize_graph
 
 from weft.compile import compile as compile_plan
 from weft.errors import WeftError
+from weft.torch.buckets import analyze
 from weft.torch.options import Options
 from weft.torch.partition import (
     VIEW_OPS,
@@ -59,6 +63,10 @@ class WeftFallbackWarning(UserWarning):
     """Ops of a torch.compile'd graph that run in PyTorch eager instead of Weft."""
 
 
+class WeftDynamicShapeWarning(UserWarning):
+    """A graph with symbolic sizes that Weft compiles once per distinct length (not per bucket)."""
+
+
 @dataclass
 class PartitionReport:
     name: str
@@ -76,6 +84,7 @@ class GraphReport:
     fallbacks: dict[str, int] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
     empty: dict[str, int] = field(default_factory=dict)  # ops on zero-size tensors: nothing to compute
+    dynamic: str = ""  # how a graph with symbolic sizes was specialized: a bucket, or exact and why
 
     def fallback_text(self) -> str:
         return ", ".join(f"{op} x{count} ({self.reasons.get(op, '')})" for op, count in sorted(self.fallbacks.items()))
@@ -221,7 +230,8 @@ def _replace_partition(graph: fx.GraphModule, nodes: list[fx.Node], values, opti
 
 
 class WeftGraph:
-    """The compiled forward graph: specializations cached by shape signature."""
+    """The compiled forward graph: specializations cached by shape signature (of the padded
+    inputs, for a bucketed graph)."""
 
     def __init__(self, gm: fx.GraphModule, options: Options, params: frozenset[int], sink) -> None:
         self.gm = gm
@@ -231,20 +241,47 @@ class WeftGraph:
         self.specializations: dict[tuple, fx.GraphModule] = {}
         self._warned: set[str] = set()
         self.compiles = 0
+        self.buckets, self.exact_reason = analyze(gm)
+        if options.dynamic == "exact" and (self.buckets is not None or self.exact_reason):
+            self.buckets, self.exact_reason = None, "options={'dynamic': 'exact'}"
 
     def __call__(self, *args):
-        key = signature_of(args)
-        runnable = self.specializations.get(key)
-        if runnable is None:
-            runnable, report = specialize(self.gm, args, self.options, self.params)
-            self.compiles += 1
-            self.specializations[key] = runnable
-            self.sink(report)
-            text = report.fallback_text()
-            if report.fallbacks and text not in self._warned:
-                self._warned.add(text)
-                count = sum(report.fallbacks.values())
-                warnings.warn(WeftFallbackWarning(
-                    f"weft.torch: {count} op(s) run in PyTorch eager, not Weft: {text}"), stacklevel=2)
+        if self.buckets is not None:
+            lengths = self.buckets.lengths(args)
+            sizes = self.buckets.sizes(lengths)
+            if sizes is not None:
+                padded = self.buckets.pad(args, sizes, lengths)
+                described = ", ".join(f"{s}={lengths[s]} in bucket {sizes[s]}" for s in self.buckets.symbols)
+                masked = ", ".join(self.buckets.masked) or "nothing"
+                runnable = self._specialization(self.buckets.gm, padded, f"buckets: {described}; masked: {masked}")
+                with torch.no_grad():
+                    return self.buckets.crop(runnable(*padded), lengths)
+            note = f"exact per length: lengths {lengths} break a guard dynamo took at their buckets"
+        else:
+            note = f"exact per length: {self.exact_reason}" if self.exact_reason else ""
+        runnable = self._specialization(self.gm, args, note)
         with torch.no_grad():
             return runnable(*args)
+
+    def _specialization(self, gm: fx.GraphModule, args: Sequence[object], note: str) -> fx.GraphModule:
+        key = signature_of(args)
+        runnable = self.specializations.get(key)
+        if runnable is not None:
+            return runnable
+        runnable, report = specialize(gm, args, self.options, self.params)
+        report.dynamic = note
+        self.compiles += 1
+        self.specializations[key] = runnable
+        self.sink(report)
+        text = report.fallback_text()
+        if report.fallbacks and text not in self._warned:
+            self._warned.add(text)
+            count = sum(report.fallbacks.values())
+            warnings.warn(WeftFallbackWarning(
+                f"weft.torch: {count} op(s) run in PyTorch eager, not Weft: {text}"), stacklevel=3)
+        if self.exact_reason and self.options.dynamic == "buckets" and "dynamic" not in self._warned:
+            self._warned.add("dynamic")
+            warnings.warn(WeftDynamicShapeWarning(
+                f"weft.torch: a graph with symbolic sizes is compiled once per distinct length, not per "
+                f"bucket: {self.exact_reason}"), stacklevel=3)
+        return runnable
