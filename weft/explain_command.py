@@ -1,5 +1,8 @@
 """``weft explain WORKLOAD``: print the regions the engine forms for a workload, and why.
 
+A module of its own beside ``weft.explain`` (which ``weft.compile`` imports): under
+``fusion="priced"`` and ``"matchers"`` it compiles the plan and prints what the compile decided.
+
     weft explain attention --contract inference --set tokens=256
     weft explain softmax --lowering          # lower too: tiles, scratch, one-pass form
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from weft.compile import compile as compile_plan
 from weft.config import CONTRACTS, DEFAULT_FUSION, FUSION_POLICIES, config_from_env
 from weft.explain.report import explain_lowering, explain_plan
 from weft.workloads import get_workload
@@ -23,10 +27,8 @@ def run_explain(args: argparse.Namespace) -> int:
     plan = get_workload(args.workload).plan(**params)
     fusion = "priced" if args.prices else args.fusion
     if fusion in ("priced", "matchers"):  # what a compile decides: prices, library bodies, race, record
-        import weft
-
         config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
-        weft.compile(plan, config=config).explain()
+        compile_plan(plan, config=config).explain()
         return 0
     if args.lowering:  # lower too, and show what each region became
         print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads,
