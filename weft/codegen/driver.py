@@ -30,11 +30,13 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from weft.codegen.cpu import cpu_signature
+from weft.codegen.units import translation_units
 from weft.errors import CompileError, ConfigError
 from weft.files import normal_permissions, write_atomic
 from weft.version import __version__
@@ -170,30 +172,87 @@ def lookup(folder: Path, key: str) -> Path | None:
 
 
 def compile_source(compiler: Compiler, flags: tuple[str, ...], source_path: Path, so_path: Path,
-                   timeout_s: float = 600) -> tuple[str, ...]:
-    """Run the compiler; past ``timeout_s`` it is killed and ``subprocess.TimeoutExpired`` raised."""
-    command = (compiler.path, *flags, "-o", str(so_path), str(source_path), "-lm")
+                   timeout_s: float = 600, units: list[str] | None = None) -> tuple[str, ...]:
+    """Run the compiler on ``source_path`` to the shared object ``so_path``, or, given
+    several ``units`` (``weft.codegen.units``: the same source cut in translation units),
+    one compiler per unit at once, then one link; past ``timeout_s`` every compiler still
+    running is killed and ``subprocess.TimeoutExpired`` raised. Returns the command (the
+    link command for units)."""
+    if units is None or len(units) < 2:
+        command = (compiler.path, *flags, "-o", str(so_path), str(source_path), "-lm")
+        _run_all([command], timeout_s, compiler, source_path)
+        return command
+    compile_flags = tuple(flag for flag in flags if flag != "-shared") + ("-c",)
+    with tempfile.TemporaryDirectory(dir=so_path.parent, prefix=f".{so_path.name}.units.") as work:
+        objects, commands = [], []
+        for number, unit in enumerate(units):
+            unit_path, object_path = Path(work) / f"unit{number}.c", Path(work) / f"unit{number}.o"
+            unit_path.write_text(unit)
+            objects.append(str(object_path))
+            commands.append((compiler.path, *compile_flags, "-o", str(object_path), str(unit_path)))
+        deadline = time.monotonic() + timeout_s
+        _run_all(commands, timeout_s, compiler, source_path)
+        link = (compiler.path, *flags, "-o", str(so_path), *objects, "-lm")
+        _run_all([link], max(0.0, deadline - time.monotonic()), compiler, source_path)
+    return link
+
+
+def _run_all(commands: list[tuple[str, ...]], timeout_s: float, compiler: Compiler, source_path: Path) -> None:
+    """Start every command at once and wait for all; the first failure (in the commands'
+    order) raises ``CompileError``; past ``timeout_s`` all still running are killed."""
+    running = []
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except OSError as error:
-        raise CompileError(f"C compiler {compiler.path!r} cannot run ({error}); {INSTALL_HINT}",
-                           command=command, stderr=str(error), source_path=str(source_path)) from None
-    if result.returncode != 0:
-        stderr = result.stderr
-        if "omp.h" in stderr or "fopenmp" in stderr or "-lgomp" in stderr or "-lomp" in stderr:
-            fix = "the compiler lacks OpenMP: install libgomp (gcc) or libomp (clang), or set WEFT_CC=gcc"
-        else:
-            fix = f"this is a Weft code-generation bug; please report it with {source_path}"
-        tail = "\n".join(stderr.strip().splitlines()[-20:])
-        raise CompileError(
-            f"C compilation failed (exit {result.returncode}): {' '.join(command)}\n{tail}\nfix: {fix}",
-            command=command, stderr=stderr, source_path=str(source_path),
-        )
-    return command
+        for command in commands:
+            try:
+                running.append((command, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                          text=True)))
+            except OSError as error:
+                raise CompileError(f"C compiler {compiler.path!r} cannot run ({error}); {INSTALL_HINT}",
+                                   command=command, stderr=str(error), source_path=str(source_path)) from None
+        deadline = time.monotonic() + timeout_s
+        results = []
+        for command, process in running:
+            try:
+                _, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise subprocess.TimeoutExpired(command, timeout_s) from None
+            results.append((command, process.returncode, stderr))
+    finally:
+        for _, process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for command, returncode, stderr in results:
+        if returncode != 0:
+            _raise_failed(command, returncode, stderr, source_path)
 
 
-def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float = 600) -> Artifact:
+def _raise_failed(command: tuple[str, ...], returncode: int, stderr: str, source_path: Path) -> None:
+    if "omp.h" in stderr or "fopenmp" in stderr or "-lgomp" in stderr or "-lomp" in stderr:
+        fix = "the compiler lacks OpenMP: install libgomp (gcc) or libomp (clang), or set WEFT_CC=gcc"
+    else:
+        fix = f"this is a Weft code-generation bug; please report it with {source_path}"
+    tail = "\n".join(stderr.strip().splitlines()[-20:])
+    raise CompileError(
+        f"C compilation failed (exit {returncode}): {' '.join(command)}\n{tail}\nfix: {fix}",
+        command=command, stderr=stderr, source_path=str(source_path),
+    )
+
+
+def compile_jobs() -> int:
+    """How many compilers may run at once: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float = 600,
+          jobs: int | None = None) -> Artifact:
     """A shared object for ``source``: from the cache, or compiled and stored atomically.
+    A source marked for cutting (``weft.codegen.units``) is compiled as up to ``jobs``
+    translation units at once (None: ``compile_jobs()``), then linked; the key is the
+    source's, not the cut's (the cut changes no function's C, only which file holds it).
     A compiler still running after ``timeout_s`` is killed (``subprocess.TimeoutExpired``:
     a timed race gives up rather than overrun its share); nothing is cached then."""
     compiler = find_compiler(cc)
@@ -218,7 +277,8 @@ def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
-        command = compile_source(compiler, flags, source_path, Path(temporary), timeout_s)
+        units = translation_units(source, compile_jobs() if jobs is None else jobs, str(source_path))
+        command = compile_source(compiler, flags, source_path, Path(temporary), timeout_s, units)
         _check_loadable(Path(temporary), command, source_path)
         normal_permissions(temporary, executable=True)
         data = Path(temporary).read_bytes()
