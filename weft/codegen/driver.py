@@ -1,6 +1,8 @@
 """The compiler driver and the on-disk artifact cache.
 
-``build(source, config)`` returns the path of a shared object for a C source.
+``build(source, config)`` returns the path of a shared object for a C source. A source
+marked for cutting (``weft.codegen.units``) is compiled as several translation units at
+once, one compiler per CPU, then linked (``compile_source``); any other in one run.
 The cache key hashes the source, the compiler (path and version), the flags, the
 CPU (model and every feature flag), Weft's version and the cache format. An entry is
 three files in the cache folder::

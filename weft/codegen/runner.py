@@ -1,4 +1,5 @@
-"""The whole C file: prelude, one function per lowered group, and the runner.
+"""The whole C file: prelude, one function per lowered group, and the runner, marked where
+the driver may cut it into translation units (``weft.codegen.units``).
 
 The runner executes the plan in one call from Python (the CPU analogue of
 capturing a graph)::
