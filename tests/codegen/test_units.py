@@ -60,6 +60,7 @@ def test_every_chunk_goes_to_one_unit_balanced_with_the_head_and_its_lines_in_ea
 def cut_in_two(monkeypatch, tmp_path):
     """Every marked source cut into (up to) two units, and a cc that logs each command."""
     monkeypatch.setattr(units, "UNIT_BYTES", 1)
+    monkeypatch.setattr(driver, "cpu_count", lambda: 2)
     monkeypatch.setattr(driver, "compile_jobs", lambda: 2)
     log = tmp_path / "cc.log"
     script = tmp_path / "logging-cc"
@@ -105,6 +106,7 @@ def test_library_bodies_in_another_unit_read_the_one_blas_pointer(tmp_path, cut_
     functions, the runner and the pointer's definition cannot all share one)."""
     pytest.importorskip("scipy")
     cc, commands = cut_in_two
+    monkeypatch.setattr(driver, "cpu_count", lambda: 3)
     monkeypatch.setattr(driver, "compile_jobs", lambda: 3)
     a, w, a2, w2 = (np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
                     for seed, shape in ((1, (33, 20)), (2, (20, 17)), (3, (29, 18)), (4, (18, 21))))
@@ -142,3 +144,21 @@ def test_a_build_past_its_timeout_kills_every_unit_compiler_and_caches_nothing(t
     assert time.monotonic() - start < 10
     folder = tmp_path / "cache" / "objects"
     assert not list(folder.glob("*.entry")) and not list(folder.glob("*.so")) and not list(folder.glob(".*units*"))
+
+
+def test_the_compilers_run_at_once_are_the_cpus_free_now(monkeypatch, tmp_path):
+    """Two runnable tasks of others on four CPUs leave two; a machine busier than its CPUs, one;
+    and a cut is made only as deep as that."""
+    monkeypatch.setattr(driver, "cpu_count", lambda: 4)
+    readings = iter(["0.5 0.4 0.3 3/100 1\n"] * 5 + ["9.0 8.0 7.0 9/100 1\n"] * 5)
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if str(path) == "/proc/loadavg":
+            import io
+            return io.StringIO(next(readings))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", fake_open)
+    assert driver.compile_jobs(interval_s=0) == 2
+    assert driver.compile_jobs(interval_s=0) == 1
