@@ -14,6 +14,7 @@ import pytest
 
 import weft
 import weft.nn as nn
+from weft.codegen.units import UNIT_BREAK
 from weft.fuzz.reference64 import attention64
 from weft.lower.online import PASS_BLOCK, OnlinePass
 from weft.testing import assert_strict_equal
@@ -174,7 +175,7 @@ def test_k_is_packed_once_per_call_not_per_tile(fused_config):
     plan = _plan(0, 0, 200, 3 * PASS_BLOCK, 32, 32, None)
     compiled = weft.compile(plan, config=fused_config("inference"))
     source = compiled.source_path.read_text()
-    body = source[source.index("static int r_"):]
+    body = source[source.index(") {", source.index(UNIT_BREAK)):]  # past the prototypes
     assert body.count("aligned_alloc(64") >= 1
     assert body.index("wa_kp = ") < body.index("for (long wf_tile")
     assert "wfc_gather_f" not in body

@@ -9,6 +9,7 @@ from plans import matmul_softmax as matmul_softmax_plan
 from plans import scaled_sum as scaled_sum_plan
 
 import weft
+from weft.codegen.units import UNIT_BREAK
 from weft.errors import InputError
 from weft.ir import (
     Axis,
@@ -309,7 +310,7 @@ def test_a_grouped_head_read_is_one_vector_load_per_lanes(make_config):
     compiled = weft.compile(plan, config=make_config())
     assert_same_bytes(compiled(x), run(plan, x))
     body = compiled.source_path.read_text()
-    body = body[body.index("static int k_"):]
+    body = body[body.index(") {", body.index(UNIT_BREAK)):]  # the function definitions, past the prototypes
     # (wfc_load_lines_f: the same vector, read from whole 64-byte lines on AVX-512)
     vector_load = "wfc_load_lines_f(&b_x["
     assert vector_load in body and "b_x[" not in body.replace(vector_load, "")

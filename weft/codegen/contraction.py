@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
 from weft.codegen.contraction_patches import PatchViewWriter
+from weft.codegen.units import HIDDEN
 from weft.ir import (
     AxisIndex,
     Binary,
@@ -532,15 +533,21 @@ def render_contraction(nest: ContractionNest, lines: list[str], indent: int, cou
     _ContractionWriter(nest, lines, counter).write(indent)
 
 
-def render_pack_function(function: LoweredFunction) -> str:
-    """``wf_pack_<name>``: the same parameters as ``function``, packing the y of each of its
-    nests that reads a packed view (``weft.lower.contraction_prepack``), nothing else."""
+def pack_signature(function: LoweredFunction) -> str:
+    """The declarator of ``wf_pack_<name>`` (hidden, like the function it packs for:
+    ``weft.codegen.units.HIDDEN``)."""
     packed = {n.packed_y.pointer for n in function.nests if isinstance(n, ContractionNest) and n.packed_y}
     params = []
     for view in function.params:
         const = "" if view.pointer in packed else "const "
         params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
-    lines = [f"static int wf_pack_{function.name}({', '.join(params)}) {{"]
+    return f"{HIDDEN} int wf_pack_{function.name}({', '.join(params)})"
+
+
+def render_pack_function(function: LoweredFunction) -> str:
+    """``wf_pack_<name>``: the same parameters as ``function``, packing the y of each of its
+    nests that reads a packed view (``weft.lower.contraction_prepack``), nothing else."""
+    lines = [f"{pack_signature(function)} {{"]
     lines += [f"    (void){view.pointer};" for view in function.params]
     counter = Counter()
     for nest in function.nests:

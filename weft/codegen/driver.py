@@ -1,6 +1,8 @@
 """The compiler driver and the on-disk artifact cache.
 
-``build(source, config)`` returns the path of a shared object for a C source.
+``build(source, config)`` returns the path of a shared object for a C source. A source
+marked for cutting (``weft.codegen.units``) is compiled as several translation units at
+once, one compiler per CPU, then linked (``compile_source``); any other in one run.
 The cache key hashes the source, the compiler (path and version), the flags, the
 CPU (model and every feature flag), Weft's version and the cache format. An entry is
 three files in the cache folder::
@@ -28,13 +30,16 @@ import hashlib
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from weft.codegen.cpu import cpu_signature
+from weft.codegen.units import translation_units
 from weft.errors import CompileError, ConfigError
 from weft.files import normal_permissions, write_atomic
 from weft.version import __version__
@@ -170,30 +175,107 @@ def lookup(folder: Path, key: str) -> Path | None:
 
 
 def compile_source(compiler: Compiler, flags: tuple[str, ...], source_path: Path, so_path: Path,
-                   timeout_s: float = 600) -> tuple[str, ...]:
-    """Run the compiler; past ``timeout_s`` it is killed and ``subprocess.TimeoutExpired`` raised."""
-    command = (compiler.path, *flags, "-o", str(so_path), str(source_path), "-lm")
+                   timeout_s: float = 600, units: list[str] | None = None) -> tuple[str, ...]:
+    """Run the compiler on ``source_path`` to the shared object ``so_path``, or, given
+    several ``units`` (``weft.codegen.units``: the same source cut in translation units),
+    one compiler per unit at once, then one link; past ``timeout_s`` every compiler still
+    running is killed and ``subprocess.TimeoutExpired`` raised. Returns the command (the
+    link command for units)."""
+    if units is None or len(units) < 2:
+        command = (compiler.path, *flags, "-o", str(so_path), str(source_path), "-lm")
+        _run_all([command], timeout_s, compiler, source_path)
+        return command
+    compile_flags = tuple(flag for flag in flags if flag != "-shared") + ("-c",)
+    with tempfile.TemporaryDirectory(dir=so_path.parent, prefix=f".{so_path.name}.units.") as work:
+        objects, commands = [], []
+        for number, unit in enumerate(units):
+            unit_path, object_path = Path(work) / f"unit{number}.c", Path(work) / f"unit{number}.o"
+            unit_path.write_text(unit)
+            objects.append(str(object_path))
+            commands.append((compiler.path, *compile_flags, "-o", str(object_path), str(unit_path)))
+        deadline = time.monotonic() + timeout_s
+        _run_all(commands, timeout_s, compiler, source_path)
+        link = (compiler.path, *flags, "-o", str(so_path), *objects, "-lm")
+        _run_all([link], max(0.0, deadline - time.monotonic()), compiler, source_path)
+    return link
+
+
+def _run_all(commands: list[tuple[str, ...]], timeout_s: float, compiler: Compiler, source_path: Path) -> None:
+    """Start every command at once and wait for all; the first failure (in the commands'
+    order) raises ``CompileError``; past ``timeout_s`` all still running are killed."""
+    running = []
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except OSError as error:
-        raise CompileError(f"C compiler {compiler.path!r} cannot run ({error}); {INSTALL_HINT}",
-                           command=command, stderr=str(error), source_path=str(source_path)) from None
-    if result.returncode != 0:
-        stderr = result.stderr
-        if "omp.h" in stderr or "fopenmp" in stderr or "-lgomp" in stderr or "-lomp" in stderr:
-            fix = "the compiler lacks OpenMP: install libgomp (gcc) or libomp (clang), or set WEFT_CC=gcc"
-        else:
-            fix = f"this is a Weft code-generation bug; please report it with {source_path}"
-        tail = "\n".join(stderr.strip().splitlines()[-20:])
-        raise CompileError(
-            f"C compilation failed (exit {result.returncode}): {' '.join(command)}\n{tail}\nfix: {fix}",
-            command=command, stderr=stderr, source_path=str(source_path),
-        )
-    return command
+        for command in commands:
+            try:
+                running.append((command, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                          text=True)))
+            except OSError as error:
+                raise CompileError(f"C compiler {compiler.path!r} cannot run ({error}); {INSTALL_HINT}",
+                                   command=command, stderr=str(error), source_path=str(source_path)) from None
+        deadline = time.monotonic() + timeout_s
+        results = []
+        for command, process in running:
+            try:
+                _, stderr = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise subprocess.TimeoutExpired(command, timeout_s) from None
+            results.append((command, process.returncode, stderr))
+    finally:
+        for _, process in running:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for command, returncode, stderr in results:
+        if returncode != 0:
+            _raise_failed(command, returncode, stderr, source_path)
 
 
-def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float = 600) -> Artifact:
+def _raise_failed(command: tuple[str, ...], returncode: int, stderr: str, source_path: Path) -> None:
+    if "omp.h" in stderr or "fopenmp" in stderr or "-lgomp" in stderr or "-lomp" in stderr:
+        fix = "the compiler lacks OpenMP: install libgomp (gcc) or libomp (clang), or set WEFT_CC=gcc"
+    else:
+        fix = f"this is a Weft code-generation bug; please report it with {source_path}"
+    tail = "\n".join(stderr.strip().splitlines()[-20:])
+    raise CompileError(
+        f"C compilation failed (exit {returncode}): {' '.join(command)}\n{tail}\nfix: {fix}",
+        command=command, stderr=stderr, source_path=str(source_path),
+    )
+
+
+def cpu_count() -> int:
+    """The CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def compile_jobs(samples: int = 5, interval_s: float = 0.002) -> int:
+    """How many compilers to run at once now: the CPUs this process may use, plus the one it
+    frees while it waits for them, less the tasks others are running (the median of a few
+    readings of the runnable count in ``/proc/loadavg``, this process excluded; niced ones
+    count). Measured on 2 CPUs (sam3-encoder, 620 kB of C, benchmarks/compile_units.py): with
+    one other task running, 2 units took 0.70 of one unit's time; at load 4, 1.15. At least
+    1, at most the CPUs; the CPUs where the count cannot be read."""
+    cpus = cpu_count()
+    readings = []
+    try:
+        for number in range(samples):
+            if number:
+                time.sleep(interval_s)
+            with open("/proc/loadavg") as stream:
+                readings.append(int(stream.read().split()[3].split("/")[0]) - 1)
+    except (OSError, ValueError, IndexError):
+        return cpus
+    return max(1, min(cpus, cpus + 1 - int(statistics.median(readings))))
+
+
+def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float = 600,
+          jobs: int | None = None) -> Artifact:
     """A shared object for ``source``: from the cache, or compiled and stored atomically.
+    A source marked for cutting (``weft.codegen.units``) is compiled as up to ``jobs``
+    translation units at once (None: as many as CPUs are free, ``compile_jobs()``), then linked; the key is the
+    source's, not the cut's (the cut changes no function's C, only which file holds it).
     A compiler still running after ``timeout_s`` is killed (``subprocess.TimeoutExpired``:
     a timed race gives up rather than overrun its share); nothing is cached then."""
     compiler = find_compiler(cc)
@@ -218,7 +300,12 @@ def build(source: str, cc: str, cache_dir: Path, contract: str, timeout_s: float
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=f"{key}.", suffix=".tmp.so")
     os.close(handle)
     try:
-        command = compile_source(compiler, flags, source_path, Path(temporary), timeout_s)
+        units = translation_units(source, cpu_count() if jobs is None else jobs, str(source_path))
+        if jobs is None and len(units) > 1:  # a source worth cutting: as many units as CPUs are free now
+            free = compile_jobs()
+            if free < len(units):
+                units = translation_units(source, free, str(source_path))
+        command = compile_source(compiler, flags, source_path, Path(temporary), timeout_s, units)
         _check_loadable(Path(temporary), command, source_path)
         normal_permissions(temporary, executable=True)
         data = Path(temporary).read_bytes()

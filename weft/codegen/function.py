@@ -10,20 +10,27 @@ from weft.codegen.library import render_library
 from weft.codegen.online import OnlinePassWriter
 from weft.codegen.online_tile import write_pass_packing, write_pass_release
 from weft.codegen.render import NestWriter, render_gemm
+from weft.codegen.units import HIDDEN
 from weft.lower.contraction import ContractionNest
 from weft.lower.library import LibraryCall
 from weft.lower.nest import GemmCall, LoweredFunction, MemberNest
 from weft.lower.online import OnlinePass
 
 
-def render_function(function: LoweredFunction) -> str:
-    """One ``static int`` C function; returns nonzero if a gather index was out of range."""
+def function_signature(function: LoweredFunction) -> str:
+    """The C function's declarator, for its prototype and definition: not static (the runner
+    calling it may sit in another translation unit) but hidden (``weft.codegen.units.HIDDEN``)."""
     written = set(function.members)
     params = []
     for view in function.params:
         const = "" if view.buffer in written else "const "
         params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
-    lines = [f"static int {function.name}({', '.join(params) or 'void'}) {{", "    int wf_bad_gather = 0;"]
+    return f"{HIDDEN} int {function.name}({', '.join(params) or 'void'})"
+
+
+def render_function(function: LoweredFunction) -> str:
+    """One C function; returns nonzero if a gather index was out of range."""
+    lines = [f"{function_signature(function)} {{", "    int wf_bad_gather = 0;"]
     counter = Counter()
     indent = 1
     # a one pass's K (and a strided V) packed once per call, shared by every tile (weft.lower.online_scores)

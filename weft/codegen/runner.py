@@ -1,4 +1,5 @@
-"""The whole C file: prelude, one function per lowered group, and the runner.
+"""The whole C file: prelude, one function per lowered group, and the runner, marked where
+the driver may cut it into translation units (``weft.codegen.units``).
 
 The runner executes the plan in one call from Python (the CPU analogue of
 capturing a graph)::
@@ -23,26 +24,29 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from weft.codegen.contraction import render_pack_function
-from weft.codegen.function import render_function
+from weft.codegen.contraction import pack_signature, render_pack_function
+from weft.codegen.function import function_signature, render_function
 from weft.codegen.prelude import prelude
+from weft.codegen.units import HIDDEN, UNIT_BREAK
 from weft.ir import Plan
 from weft.lower.contraction_prepack import has_packed
-from weft.lower.nest import LoweredPlan
+from weft.lower.nest import LoweredFunction, LoweredPlan
 from weft.lower.reuse import distinct_functions
 from weft.runtime.memory import ArenaPlan
 
-_GLOBALS = """\
+# in the head every unit repeats (weft.codegen.units): the BLAS pointer is one object of the
+# shared object (defined in one chunk, _SGEMM), read by any unit's library bodies
+_GLOBALS = f"""\
 typedef void (*wfc_sgemm_fn)(char *, char *, int *, int *, int *, float *, const float *, int *,
                              const float *, int *, float *, float *, int *);
-static void *wf_sgemm = 0;
-void wf_set_sgemm(void *fn) { wf_sgemm = fn; }
-static double wfc_now(void) {
+extern {HIDDEN} void *wf_sgemm;
+static double wfc_now(void) {{
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+}}
 """
+_SGEMM = f"{HIDDEN} void *wf_sgemm = 0;\nvoid wf_set_sgemm(void *fn) {{ wf_sgemm = fn; }}"
 
 
 def _buffer_table(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> tuple[dict[str, int], list[tuple[int, int]]]:
@@ -168,15 +172,28 @@ def _slot_pointers(slots: int, output: str) -> list[str]:
 
 
 def render_source(plan: Plan, lowered: LoweredPlan, arena: ArenaPlan) -> str:
-    """The complete C translation unit for a lowered plan: each distinct function once
-    (``weft.lower.reuse``), called by the runner once per occurrence with its own buffers."""
+    """The complete C for a lowered plan: each distinct function once (``weft.lower.reuse``),
+    called by the runner once per occurrence with its own buffers. One translation unit, marked
+    where the driver may cut it in several (``weft.codegen.units``): a head (prelude, globals,
+    every function's prototype), then one chunk per function and one for the runner."""
     distinct = distinct_functions(lowered.functions)
-    parts = [f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
-             f" contract {lowered.contract} */", prelude(lowered.lanes), _GLOBALS]
-    parts += [render_function(function) for function in distinct]
-    parts += [render_pack_function(function) for function in distinct if has_packed(function)]
-    parts.append(_runner(plan, lowered, arena))
-    return "\n".join(parts)
+    title = (f"/* Weft plan {plan.name}: {len(distinct)} functions, {len(lowered.functions)} calls,"
+             f" contract {lowered.contract} */")
+    return _assemble(title, lowered.lanes, [(distinct, _runner(plan, lowered, arena))])
+
+
+def _assemble(title: str, lanes: int, programs: list[tuple[list[LoweredFunction], str]]) -> str:
+    """Head (title, prelude, globals, the prototypes of every program's functions), then a
+    chunk per function and per runner (``programs``: each one's distinct functions and runner)."""
+    head = [title, prelude(lanes), _GLOBALS]
+    chunks = [_SGEMM]
+    for distinct, runner in programs:
+        head += [f"{function_signature(function)};" for function in distinct]
+        head += [f"{pack_signature(function)};" for function in distinct if has_packed(function)]
+        chunks += [render_function(function) for function in distinct]
+        chunks += [render_pack_function(function) for function in distinct if has_packed(function)]
+        chunks.append(runner)
+    return "\n".join(head + [f"{UNIT_BREAK}\n{chunk}" for chunk in chunks])
 
 
 _RUNNER_NAMES = re.compile(
@@ -203,15 +220,12 @@ def render_batch(contenders: list[tuple[Plan, LoweredPlan, ArenaPlan]]) -> str:
     contracts = {lowered.contract for _, lowered, _ in contenders}
     if len(lanes) != 1 or len(contracts) != 1:
         raise ValueError("a batched source holds plans of one vector width and one contract")
-    parts = [f"/* Weft batch of {len(contenders)} plans (a race's contenders), contract {contracts.pop()} */",
-             prelude(lanes.pop()), _GLOBALS]
+    programs = []
     for number, (plan, lowered, arena) in enumerate(contenders):
         prefix = batch_prefix(number)
         renamed = _renamed(lowered, prefix.removeprefix("wf_"))
-        parts.append(f"/* contender {number}: plan {plan.name} */")
-        distinct = distinct_functions(renamed.functions)
-        parts += [render_function(function) for function in distinct]
-        parts += [render_pack_function(function) for function in distinct if has_packed(function)]
-        parts.append(_RUNNER_NAMES.sub(lambda found, prefix=prefix: f"{prefix}{found.group(1)}",
-                                       _runner(plan, renamed, arena)))
-    return "\n".join(parts)
+        runner = _RUNNER_NAMES.sub(lambda found, prefix=prefix: f"{prefix}{found.group(1)}",
+                                   _runner(plan, renamed, arena))
+        programs.append((distinct_functions(renamed.functions), f"/* contender {number}: plan {plan.name} */\n{runner}"))
+    title = f"/* Weft batch of {len(contenders)} plans (a race's contenders), contract {contracts.pop()} */"
+    return _assemble(title, lanes.pop(), programs)

@@ -553,8 +553,11 @@ def _repr_with_the_name_written_in(*classes: type) -> None:
     name is written into the function (IR nodes are not subclassed). A warm compile
     hashes the ``repr`` of the whole plan (``weft.runtime.record.record_key``), so this
     cost is per node of the plan. Made as ``dataclasses`` makes its own: from the fields."""
+    enums = {cls.__name__ for cls in _ENUMS}
     for cls in classes:
-        shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in fields(cls) if f.repr)
+        # a field holding one of the IR's enums writes its stored repr (_enum_repr_once) with no call
+        shown = ", ".join(f"{f.name}={{self.{f.name}._repr_text}}" if f.type in enums else f"{f.name}={{self.{f.name}!r}}"
+                          for f in fields(cls) if f.repr)
         namespace: dict[str, object] = {}
         exec(f"def __repr__(self):\n    return f'{cls.__qualname__}({shown})'", namespace)  # noqa: S102
         namespace["__repr__"].__qualname__ = f"{cls.__qualname__}.__repr__"
@@ -574,6 +577,7 @@ def _stored_repr(member: enum.Enum) -> str:
     return member._repr_text
 
 
+_ENUMS = (DType, Role, UnaryOp, BinaryOp, Combiner)
+_enum_repr_once(*_ENUMS)
 _repr_with_the_name_written_in(Buffer, AxisIndex, IndexConst, IndexAdd, IndexMul, IndexFloorDiv, IndexMod, IndexOf,
                          Load, Const, IndexValue, Unary, Binary, Where, Cast, Axis, Fold, Kernel)
-_enum_repr_once(DType, Role, UnaryOp, BinaryOp, Combiner)
