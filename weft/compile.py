@@ -436,13 +436,17 @@ class CompiledPlan:
         """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
         return output_digest(self(*inputs))
 
-    def explain(self, file=None) -> None:
+    def explain(self, file=None, every_price: bool = False) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
-        regions, the chosen ones, the rewrite, unfused members and why, and what was lowered."""
+        regions, the chosen ones, the rewrite, unfused members and why, and what was lowered.
+        ``every_price`` (fusion="priced"): each candidate's price, not only the chosen one's."""
+        import dataclasses
+
         from weft.explain import explain_partition, explain_plan, format_lowering
 
         if self.partition is not None:  # fusion="priced": the decisions this compile made, with prices
-            text = explain_partition(self.plan, self.partition, self.lowered).text()
+            explanation = explain_partition(self.plan, self.partition, self.lowered)
+            text = dataclasses.replace(explanation, show_prices=every_price).text()
             if self.decide_report is not None:
                 text += "\n" + self.decide_report.describe()
             if self.bodies is not None:

@@ -28,11 +28,10 @@ def run_explain(args: argparse.Namespace) -> int:
     fusion = "priced" if args.prices else args.fusion
     if fusion in ("priced", "matchers"):  # what a compile decides: prices, library bodies, race, record
         config = config_from_env(contract=args.contract, threads=args.threads, fusion=fusion)
-        compile_plan(plan, config=config).explain()
+        compile_plan(plan, config=config).explain(every_price=args.prices)
         return 0
     if args.lowering:  # lower too, and show what each region became
-        print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads,
-                               show_prices=False))
+        print(explain_lowering(plan, policy=fusion, contract=args.contract, threads=args.threads))
         return 0
     print(explain_plan(plan, policy=fusion, contract=args.contract).text())
     if fusion == "off":

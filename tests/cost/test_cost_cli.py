@@ -44,6 +44,7 @@ def test_weft_explain_prices_is_what_the_compile_decides_library_bodies_included
     assert main(["explain", "adam", "--prices", "--set", "params=40000", "--set", "tensors=2"]) == 0
     text = capsys.readouterr().out
     assert "bodies admitted: fused adam" in text and "verdict from" in text and "lowered:" in text
+    assert "  price [t0_adam_v t0_adam_param]" in text  # every candidate's price, not only the chosen one
     assert main(["explain", "softmax", "--fusion", "matchers", "--set", "rows=64", "--set", "cols=128"]) == 0
     text = capsys.readouterr().out
     assert "policy matchers" in text and "softmax rows" in text

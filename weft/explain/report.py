@@ -17,15 +17,15 @@ from the tiling the lowered function's tile loop records: "tiled along h (tiles 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from weft.codegen.cpu import cpu_features, lanes_for
-from weft.compose.partition import Partition, choose_regions
+from weft.compose.partition import Partition
 from weft.compose.regions import Region, plan_anchors
 from weft.compose.rescale import OnlineFold, RewriteRefusal, derive_online_fold, pass_schedule
 from weft.compose.signature import region_signature
 from weft.config import Config, config_from_env
+from weft.errors import ConfigError
 from weft.fuse import choose_partition, fuse
 from weft.ir import Plan
 from weft.lower.fused import blas_lost
@@ -93,38 +93,37 @@ def explain_partition(plan: Plan, partition: Partition, lowered=None) -> Explana
     return Explanation(plan.name, len(plan.kernels), partition, tuple(reports), plan_anchors(plan), plan, lowered)
 
 
-def explain_plan(
-    plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, lowered=None, pricing=None,
-    show_prices: bool = False,
-) -> Explanation:
+def explain_plan(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, lowered=None) -> Explanation:
     """Choose regions for ``plan`` exactly as ``weft.compile`` does (asking the lowering
     which candidates fit, for ``target``: by default this CPU's lanes) and explain them.
 
     With ``lowered`` (the compile's ``LoweredPlan``) the text states the axes each
-    region's function actually tiles, not only the region's preferred tile axis.
-    ``policy="priced"`` needs ``pricing`` (``weft.fuse.region_pricing``)."""
+    region's function actually tiles, not only the region's preferred tile axis. Policies
+    ``"off"`` and ``"greedy"`` only: what ``"priced"`` and ``"matchers"`` decide is a compile's
+    (``weft.compile(plan, fusion="priced").explain()``, ``weft explain --prices``)."""
+    _fuse_on_sight(policy)
     if target is None:
         target = Target(lanes=lanes_for(cpu_features()), contract=contract)
-    if policy == "priced":
-        explanation = explain_partition(plan, choose_regions(plan, policy, contract, pricing=pricing), lowered)
-        return dataclasses.replace(explanation, show_prices=show_prices)
     partition = choose_partition(plan, Config(contract=contract, fusion=policy), target)
     return explain_partition(plan, partition, lowered)
 
 
-def explain_lowering(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, threads: int = 1,
-                     show_prices: bool = False) -> str:
+def _fuse_on_sight(policy: str) -> None:
+    if policy not in ("off", "greedy"):
+        raise ConfigError(f"explain_plan explains fusion 'off' or 'greedy', not {policy!r}: compile the plan with"
+                          f" fusion={policy!r} and call .explain() (or run `weft explain --fusion {policy}`)")
+
+
+def explain_lowering(plan: Plan, policy: str = "greedy", contract: str = "strict", target=None, threads: int = 1) -> str:
     """The explanation of ``plan`` and what each region lowers to, as ``weft.compile`` would
     lower it for ``target`` (by default this CPU's lanes, BLAS where a compile would use it)
-    at ``threads``; under ``policy="priced"`` the decisions the pricer made, with prices."""
+    at ``threads``; policies ``"off"`` and ``"greedy"`` (see ``explain_plan``)."""
+    _fuse_on_sight(policy)
     if target is None:
         blas = contract == "inference" and scipy_sgemm_pointer() is not None
         target = Target(lanes=lanes_for(cpu_features()), contract=contract, use_blas=blas)
-    lowered, partition = fuse(plan, config_from_env(contract=contract, fusion=policy, threads=threads), target)
-    if partition is not None:  # fusion="priced"
-        explanation = dataclasses.replace(explain_partition(plan, partition, lowered), show_prices=show_prices)
-    else:
-        explanation = explain_plan(plan, policy, contract, target, lowered)
+    lowered, _ = fuse(plan, config_from_env(contract=contract, fusion=policy, threads=threads), target)
+    explanation = explain_plan(plan, policy, contract, target, lowered)
     return explanation.text() + "\n" + format_lowering(lowered)
 
 
