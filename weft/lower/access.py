@@ -226,21 +226,21 @@ PATTERN_PERIOD_LIMIT = 1 << 16
 """The longest period ``lane_pattern`` evaluates (points of the axis); beyond it, lane by lane."""
 
 
-def _eval_index(index: IndexExpr, axis: str, value: int) -> int:
-    """``index`` at ``axis = value`` (every other axis absent: the caller's terms have none)."""
+def _eval_index(index: IndexExpr, value: int) -> int:
+    """``index`` with its one axis at ``value`` (the caller's terms have no other axis)."""
     match index:
         case AxisIndex():
             return value
         case IndexConst(constant):
             return constant
         case IndexAdd(left, right):
-            return _eval_index(left, axis, value) + _eval_index(right, axis, value)
+            return _eval_index(left, value) + _eval_index(right, value)
         case IndexMul(operand, factor):
-            return _eval_index(operand, axis, value) * factor
+            return _eval_index(operand, value) * factor
         case IndexFloorDiv(operand, divisor):
-            return _eval_index(operand, axis, value) // divisor
+            return _eval_index(operand, value) // divisor
         case IndexMod(operand, divisor):
-            return _eval_index(operand, axis, value) % divisor
+            return _eval_index(operand, value) % divisor
     raise TypeError(f"not an index without gathers: {index!r}")
 
 
@@ -278,7 +278,7 @@ def lane_pattern(index: IndexExpr, axis: str, lanes: int) -> tuple[int, ...] | N
             return None
 
     def at(value: int) -> int:
-        return sum(_eval_index(term, axis, value) for term in moving)
+        return sum(_eval_index(term, value) for term in moving)
 
     drift = at(period) - at(0)
     if any(at(value + period) - at(value) != drift for value in range(period)):
