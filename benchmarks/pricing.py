@@ -192,6 +192,7 @@ def _race(compiled: list, inputs, threads: int, rounds: int = 7, calls: int = 3)
     for round_number in range(rounds):
         order = range(len(prepared)) if round_number % 2 == 0 else reversed(range(len(prepared)))
         for index in order:
+            prepared[index]()  # untimed: the program's own data back in cache, not its neighbour's
             start = time.perf_counter()
             for _ in range(calls):
                 prepared[index]()
@@ -199,14 +200,14 @@ def _race(compiled: list, inputs, threads: int, rounds: int = 7, calls: int = 3)
     return best
 
 
-def accuracy(profile, contract: str, per_workload: int, threads_list=(1, 2)) -> dict:
+def accuracy(profile, contract: str, per_workload: int, threads_list=(1, 2), workloads=None) -> dict:
     from weft.cost.bridge import PlanPricing
 
     rng = np.random.default_rng(0)
     target = Target(lanes_for(cpu_features()), contract)
     programs, pairs = [], []
     for name, params in ACCURACY_WORKLOADS.items():
-        if name not in WORKLOADS:
+        if name not in WORKLOADS or (workloads and name not in workloads):
             continue
         plan = WORKLOADS[name].plan(**params)
         seen, chosen = set(), []
@@ -301,6 +302,7 @@ def main() -> None:
     parser.add_argument("--per-workload", type=int, default=3, help="candidate regions per workload (accuracy)")
     parser.add_argument("--repeats", type=int, default=5, help="repeats of each budget run")
     parser.add_argument("--skip-speed", action="store_true", help="accuracy only")
+    parser.add_argument("--workloads", default="", help="accuracy over these workloads only (comma-separated)")
     parser.add_argument("--budget-only", action="store_true", help="the budget overruns only (no speed rows, no accuracy)")
     args = parser.parse_args()
     profile = machine_profile()
@@ -333,7 +335,8 @@ def main() -> None:
                   flush=True)
     if not args.skip_accuracy and not args.budget_only:
         result["load_accuracy_start"] = load()
-        acc = accuracy(profile, "strict", args.per_workload)
+        acc = accuracy(profile, "strict", args.per_workload,
+                       workloads=set(filter(None, args.workloads.split(","))))
         result["accuracy"] = acc
         result["load_accuracy_end"] = load()
         print(f"accuracy: {len(acc['programs'])} programs, Spearman {acc['spearman']:.3f} (by threads:"

@@ -186,3 +186,27 @@ def test_a_grouped_head_read_steps_by_one_along_its_lanes():
     assert address_step(plan.kernels[0].body, (1,), "e") == 1
     result, _ = price(plan)
     assert result.compute == 0.0
+
+
+def test_two_threads_find_an_intermediate_in_the_whole_l3_not_in_one_threads_share():
+    """A plan's reuse distance is the bytes the whole plan touched, so it is held by the whole
+    L3 (both threads' shares), not by one thread's share. Found on the pricing benchmark: a
+    layer norm tail of 32 MiB priced memory-bound at 2 threads (0.96 ms) ran at L3 rates (0.48)."""
+    from weft.cost.bridge import PlanPricing
+    from weft.cost.search import Pricer
+    from weft.fuse import _PricingLowering
+    from weft.ir import Axis, Buffer, DType, Kernel, Plan, Role, Unary, UnaryOp
+
+    n = 3 << 20  # 12 MiB each: x, t and y (36 MiB, the whole plan) spread over a 32 MiB L3
+    f32 = DType.FLOAT32
+    plan = Plan(
+        (Buffer("x", (n,), f32, Role.INPUT), Buffer("t", (n,), f32, Role.INTERMEDIATE), Buffer("y", (n,), f32, Role.OUTPUT)),
+        (Kernel("t", (Axis("i", n),), Unary(UnaryOp.NEG, load("x", "i"))),
+         Kernel("y", (Axis("i", n),), Unary(UnaryOp.NEG, load("t", "i")))),
+        ("x",), ("y",), "chain",
+    )
+    one, two = machine_numbers(fixed_profile(), 1), machine_numbers(fixed_profile(), 2)
+    assert two.capacities[2] == pytest.approx(one.capacities[2] / 2)  # the layer condition: one thread's share
+    for numbers in (one, two):
+        pricing = PlanPricing(plan, Pricer(numbers, "strict"), _PricingLowering(Target(16, "strict"), None), 10.0)
+        assert pricing.member_homes["y"]["t"] == 2  # t read back 12 MiB after it was written: in L3

@@ -60,7 +60,7 @@ class PlanPricing:
         self.lowering = lowering
         self.kernels = {kernel.output: kernel for kernel in plan.kernels}
         self.buffers = plan.buffer_map()
-        self.member_homes = plan_homes(plan, pricer.numbers.capacities)
+        self.member_homes = plan_homes(plan, pricer.numbers.shared_capacities)
         self.budget = Budget(budget_s)
         self.report = PricingReport(budget_s)
         self.signatures: dict[tuple[str, ...], str] = {}

@@ -63,7 +63,8 @@ class MachineNumbers:
     profile_id: str
     threads: int
     clock_hz: float
-    capacities: tuple[float, float, float]
+    capacities: tuple[float, float, float]  # usable L1, L2 and this thread's share of L3 (the layer condition)
+    shared_capacities: tuple[float, float, float]  # usable L1, L2 and the whole L3 (a plan's reuse distances)
     read_bytes_per_cycle: tuple[float, float, float, float]  # served from L1, L2, L3, memory
     write_bytes_per_cycle: tuple[float, float, float, float]
     serial_read: tuple[float, float, float, float]  # one thread
@@ -97,6 +98,8 @@ def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
         clock_hz=clock,
         capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
                     CACHE_SHARE[2] * l3_share),
+        shared_capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
+                           CACHE_SHARE[2] * (profile.l3_bytes or 8 * 1024**2)),
         read_bytes_per_cycle=per_cycle("read", threads),
         write_bytes_per_cycle=per_cycle("write", threads),
         serial_read=per_cycle("read", 1),
