@@ -187,11 +187,14 @@ class RaceInputs:
             buffer = buffers[name]
             dtype = NUMPY_DTYPE[buffer.dtype]
             if buffer.dtype.is_float:
-                array = rng.standard_normal(buffer.shape).astype(dtype)
+                if np.dtype(dtype) in (np.float32, np.float64):  # drawn in its own precision: no float64 detour
+                    array = rng.standard_normal(buffer.shape, dtype=dtype)
+                else:
+                    array = rng.standard_normal(buffer.shape).astype(dtype)
                 array[array == 0] = 1.0
             elif buffer.dtype.is_int:
                 array = rng.integers(0, 2, buffer.shape).astype(dtype)
             else:
                 array = rng.integers(0, 2, buffer.shape).astype(bool)
-            arrays.append(np.array(array, order="C"))  # ascontiguousarray would make a 0-d array 1-d
+            arrays.append(np.asarray(array, order="C"))  # ascontiguousarray would make a 0-d array 1-d
         return arrays
