@@ -2,7 +2,9 @@
 
 - a sum whose total is an infinity but whose finite terms alone overflow float32 may come
   out NaN in another (legal) order: the element is unchecked, not a mismatch
-  (``bmm`` of a row holding -inf and +-3e38, program 642);
+  (``bmm`` of a row holding -inf and +-3e38, program 642); the bound is the finite terms'
+  reassociation magnitude, which covers the one pass summing attention's unnormalised weights
+  (seed 2030, program 119);
 - where the oracle itself is off float64 inside a documented range limit (``rms_norm`` of a
   row beyond ~5e30, docs/unsupported.md) and the compiled output agrees with the oracle, the
   element is unchecked; a compiled output that agrees with neither is still a mismatch;
@@ -101,3 +103,32 @@ def test_zero_times_a_value_float32_holds_is_exact():
     v = np.array([[0.0, 2.0], [0.0, 1.0]], np.float32)
     with pytest.raises(AssertionError, match="contract broken"):
         check_outputs(plan, [q, k, v], np.array([[np.nan, 1.5]], np.float32), contract="inference")
+
+
+def test_an_infinite_attention_output_whose_deferred_sum_may_overflow_is_unchecked():
+    # seed 2030, greedy Inference, program 119: uniform weights over 33 keys and V holding -inf
+    # and +-3e38. float64 gives sum p_j v_j = -inf; the one pass (online softmax, legal under
+    # Inference) sums e_j v_j with e_j = 1 before dividing by sum e_j = 33, so 3e38 + 3e38 = inf
+    # meets -inf: NaN. The finite terms' reassociation magnitude ((n - 1) sum |p_j v_j|)
+    # exceeds float32's range, so the element is unchecked.
+    plan = weft.trace(lambda q, k, v: nn.attention(q, k, v, scale=0.125),
+                      weft.spec((1, 3)), weft.spec((33, 3)), weft.spec((33, 1)))
+    q, k = np.ones((1, 3), np.float32), np.ones((33, 3), np.float32)
+    v = np.ones((33, 1), np.float32)
+    v[0, 0], v[5, 0], v[9, 0] = -np.inf, 3e38, 3e38
+    values, magnitudes = bounds64(plan, q, k, v)
+    out = plan.outputs[0]
+    assert values[out][0, 0] == -np.inf and magnitudes[out][0, 0] == np.inf
+    check_outputs(plan, [q, k, v], np.array([[np.nan]], np.float32), contract="inference")
+    compiled = weft.compile(plan, contract="inference", fusion="greedy")
+    check_outputs(plan, [q, k, v], compiled(q, k, v), contract="inference")
+
+
+def test_an_infinite_attention_output_with_small_finite_terms_is_exact():
+    plan = weft.trace(lambda q, k, v: nn.attention(q, k, v, scale=0.125),
+                      weft.spec((1, 3)), weft.spec((33, 3)), weft.spec((33, 1)))
+    q, k = np.ones((1, 3), np.float32), np.ones((33, 3), np.float32)
+    v = np.ones((33, 1), np.float32)
+    v[0, 0] = -np.inf
+    with pytest.raises(AssertionError, match="contract broken"):
+        check_outputs(plan, [q, k, v], np.array([[np.nan]], np.float32), contract="inference")

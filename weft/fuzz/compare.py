@@ -21,7 +21,9 @@ value and ``g`` the compiled value, per element:
   of a difference that rounds to either side of 0); where ``o`` is NaN but ``r`` is not
   (float32 overflowed on the way: ``inf - inf``); and where ``g`` is not finite and ``m``
   exceeds float32's range (terms beyond it overflow in some orders of a fold and not in
-  others; an infinite sum whose finite terms alone overflow float32 gets ``m = inf``, as do
+  others; an infinite sum whose finite terms' reassociation magnitude, ``(n - 1) sum |t|``,
+  passes float32's range gets ``m = inf``: the one pass, online softmax, sums the weights'
+  numerators before dividing by their total, so ``3e38 + 3e38`` may meet the ``-inf``; as do
   a quotient by a value whose allowed error reaches it, which may round to 0 or flip sign,
   and an exact zero times a value with ``m`` past float32's range, 0 * inf).
 - where the oracle itself breaks the bound against float64 (the definition is off float64:

@@ -332,12 +332,14 @@ def _fold(combiner, value, magnitude, axes, count):
     if combiner is Combiner.SUM:
         total = np.sum(value, axis=axes)
         absolute = np.sum(np.where(np.isfinite(value), np.abs(value), 0.0), axis=axes)
-        magnitude = _finite_or_zero(np.sum(magnitude, axis=axes) + (count - 1) * absolute, total)
-        # a non-finite total is exact, unless its finite terms alone may overflow float32: then
-        # a partial sum in some order is the opposite infinity (inf - inf = NaN), which is legal
-        # reassociation; an infinite magnitude marks it (the comparison leaves it unchecked)
-        overflows = ~np.isfinite(total) & (absolute > np.finfo(np.float32).max)
-        return total, np.where(overflows, np.inf, magnitude)
+        reassociated = np.sum(magnitude, axis=axes) + (count - 1) * absolute
+        # a non-finite total is exact, unless its finite terms may overflow float32 in a legal
+        # order: then a partial sum is the opposite infinity (inf - inf = NaN). The bound is the
+        # finite terms' magnitude under reassociation, which also covers a fold rescaled against a
+        # running reference (the one pass sums e_j v_j, e_j <= 1, before dividing by sum e_j <= n);
+        # an infinite magnitude marks it (the comparison leaves it unchecked)
+        overflows = ~np.isfinite(total) & (reassociated > np.finfo(np.float32).max)
+        return total, np.where(overflows, np.inf, _finite_or_zero(reassociated, total))
     # max / min: NaN propagates, as weft's max does
     reduce = np.max if combiner is Combiner.MAX else np.min
     return reduce(value, axis=axes), np.max(magnitude, axis=axes)
