@@ -564,10 +564,11 @@ def compile(  # noqa: A001 - the public name is weft.compile
     (reassociation and FMA allowed; within rtol 1e-4 of a float64 reference).
     ``threads``: threads of every pool a call drives, OpenMP and BLAS (None:
     WEFT_THREADS or the CPU count).
-    ``fusion``: "off" (each member its own function; the default,
-    ``weft.config.DEFAULT_FUSION``), "greedy" (the largest legal region per anchor),
-    "priced" (a region where its price beats its members unfused; verdicts recorded)
-    or "matchers" (the legacy mode: matched patterns fuse on sight).
+    ``fusion``: "priced" (a region where its price on this machine beats its members
+    unfused, raced where the margin is thin; verdicts recorded; the default,
+    ``weft.config.DEFAULT_FUSION``), "off" (each member its own function), "greedy"
+    (the largest legal region per anchor) or "matchers" (the legacy mode: matched
+    patterns fuse on sight).
     ``blas``: serve plain GEMM members by SciPy's BLAS (Inference only; None: no, the
     generated contraction microkernel serves every contraction, see
     ``weft.lower.contraction``; True: BLAS where SciPy is importable).
@@ -625,7 +626,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
         artifact = build(source, config.cc, config.cache_dir, config.contract)
     rests_on = decide_report.rests_on if decide_report is not None else ()
     left = decide_report.undecided if decide_report is not None else ()
-    if recorded is None and recordable and (config.fusion != "priced" or rests_on or left):
+    # a priced compile is recorded when it rests on recorded verdicts, or had none to make
+    # (no anchor with a fused candidate: its regions cannot change while the code is the same)
+    nothing_to_decide = partition is not None and not any(d.verdicts for d in partition.decisions)
+    if recorded is None and recordable and (config.fusion != "priced" or rests_on or left or nothing_to_decide):
         with _timed(seconds, "record"):
             save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on,
                         (left, config.budget_s) if left else None)

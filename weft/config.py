@@ -20,10 +20,10 @@ from weft.errors import ConfigError
 CONTRACTS = ("strict", "inference")
 FUSION_POLICIES = ("off", "greedy", "priced", "matchers")
 # The one default fusion policy: weft.compile, the Weft arms without a policy
-# (strict, inference) and ``weft explain`` all use it. "off" for now: greedy fuses
-# on sight (a loss on several measured workloads, and its compile time grows steeply
-# with depth); "priced" is meant to become the default once the price decides.
-DEFAULT_FUSION = "off"
+# (strict, inference) and ``weft explain`` all use it. "priced": a region is fused only
+# where its price on this machine (and a race where the margin is thin) says it pays;
+# "off" keeps every member its own function, "greedy" fuses on sight.
+DEFAULT_FUSION = "priced"
 
 
 def default_cache_dir() -> Path:

@@ -35,8 +35,8 @@ def run_explain(args: argparse.Namespace) -> int:
         return 0
     print(explain_plan(plan, policy=fusion, contract=args.contract).text())
     if fusion == "off":
-        print(f"(fusion {fusion!r} is the default, as in weft.compile; --fusion greedy shows the regions"
-              " greedy would fuse)")
+        print(f"(fusion {fusion!r}: every member its own function; the default, {DEFAULT_FUSION!r} as in"
+              " weft.compile, compiles the plan and shows what its prices chose)")
     return 0
 
 

@@ -46,7 +46,9 @@ def counting_cc(tmp_path):
 
 
 def _config(tmp_path, cc, contract="strict"):
-    return config_from_env(contract=contract, threads=1, cache_dir=tmp_path / "cache", cc=cc)
+    # unfused: the C compiler runs for the plan alone (a priced compile would calibrate the
+    # machine profile in a fresh cache, and may race: more compiler runs than these count)
+    return config_from_env(contract=contract, threads=1, cache_dir=tmp_path / "cache", cc=cc, fusion="off")
 
 
 def test_second_compile_does_not_run_the_compiler(tmp_path, counting_cc):
@@ -94,7 +96,7 @@ def test_corrupted_entry_is_rebuilt_and_reported(tmp_path, counting_cc, damage):
 
 
 def _compile_in_child(cache_dir: str) -> str:
-    config = config_from_env(contract="strict", threads=1, cache_dir=cache_dir)
+    config = config_from_env(contract="strict", threads=1, cache_dir=cache_dir, fusion="off")
     compiled = weft.compile(small_plan(7.0, name="raced"), config=config)
     x = np.full((3, 21), 2.0, np.float32)
     assert float(compiled(x)[0, 0]) == 14.0

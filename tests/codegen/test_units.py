@@ -87,13 +87,13 @@ def test_a_plan_compiled_in_two_units_gives_the_oracles_bytes(tmp_path, cut_in_t
     cc, commands = cut_in_two
     plan = _two_layer_plan()
     inputs = _inputs(plan)
-    config = config_from_env(contract="strict", threads=2, cache_dir=tmp_path / "cache", cc=cc)
+    config = config_from_env(contract="strict", threads=2, cache_dir=tmp_path / "cache", cc=cc, fusion="off")
     compiled = weft.compile(plan, config=config)
     ran = commands()
     assert sum(" -c " in f" {line} " for line in ran) == 2 and sum("-shared" in line for line in ran) == 1, ran
     assert_strict_equal(compiled(*inputs), run(plan, *inputs))
     # the same source in one unit: the same function C (the cut changes no function), the same bytes
-    single = config_from_env(contract="strict", threads=2, cache_dir=tmp_path / "single", cc="cc")
+    single = config_from_env(contract="strict", threads=2, cache_dir=tmp_path / "single", cc="cc", fusion="off")
     monkeypatch.setattr(driver, "compile_jobs", lambda: 1)
     alone = weft.compile(plan, config=single)
     assert alone.source_path.read_text() == compiled.source_path.read_text()

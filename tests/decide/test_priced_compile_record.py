@@ -143,3 +143,20 @@ def test_a_verdict_priced_after_the_budget_cut_it_short_is_not_left_undecided(tm
     assert pricer.verdict(second).decision.choice == "fused"
     assert list(pricer.undecided) == []
     record.close()
+
+
+def test_a_priced_compile_with_nothing_to_decide_is_reused_warm(cache):
+    """A plan with no fused candidate (one linear) decides nothing; its priced compile is still
+    recorded, so a warm compile is the cold one reused (it used to lower and render again)."""
+    import numpy as np
+
+    from weft import nn
+
+    plan = weft.trace(lambda x, w: nn.linear(x, w), weft.spec((17, 64)), weft.spec((100, 64)))
+    config = config_from_env(contract="strict", threads=1, fusion="priced")
+    cold = weft.compile(plan, config=config)
+    assert not cold.from_record and not any(d.verdicts for d in cold.partition.decisions)
+    warm = weft.compile(plan, config=config)
+    assert warm.from_record and warm.kernel_set() == cold.kernel_set()
+    x, w = np.ones((17, 64), np.float32), np.ones((100, 64), np.float32)
+    assert warm.output_digest(x, w) == cold.output_digest(x, w)

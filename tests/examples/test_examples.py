@@ -89,7 +89,7 @@ def test_bert_linears_are_one_gemm_over_every_batch_and_token_row():
 
     params = SMALL["bert"]
     plan = get_workload(f"{EXAMPLES}/bert.py:build").plan(**params)
-    compiled = weft.compile(plan, contract="inference", threads=1)
+    compiled = weft.compile(plan, contract="inference", threads=1, fusion="off")  # each linear its own function
     linears = {}  # member -> the contraction nest that computes it (a shared function: every call)
     for function in compiled.lowered.functions:
         for nest in function.nests:

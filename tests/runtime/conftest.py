@@ -12,7 +12,8 @@ def cache_dir(tmp_path_factory):
 
 @pytest.fixture
 def make_config(cache_dir):
-    def make(contract="strict", threads=2, **extra):
-        return config_from_env(contract=contract, threads=threads, cache_dir=cache_dir, **extra)
+    def make(contract="strict", threads=2, fusion="off", **extra):
+        # the runtime's tests run plans as lowered member by member unless they ask for a policy
+        return config_from_env(contract=contract, threads=threads, cache_dir=cache_dir, fusion=fusion, **extra)
 
     return make

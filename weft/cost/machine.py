@@ -31,6 +31,7 @@ import glob
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -418,6 +419,9 @@ def machine_profile(cache_dir: Path | None = None, recalibrate: bool = False, cc
             return load_profile(path, identifier)
         except (ValueError, OSError) as error:
             warnings.warn(f"machine profile {path} is corrupted or stale ({error}); measuring again", stacklevel=2)
+    if not recalibrate:  # the first priced compile on a machine waits for this: say why
+        print(f"weft: measuring this machine once for the cost model (about 10 s; kept in {path})",
+              file=sys.stderr, flush=True)
     profile = calibrate(cc=cc, workdir=path.parent, quick=quick)
     save_profile(profile, path)
     return profile
