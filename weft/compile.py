@@ -468,7 +468,7 @@ class CompiledPlan:
         if self._partition is None and self.config.fusion == "priced" and self.from_record:
             target = Target(lanes=self.lowered.lanes, contract=self.config.contract)
             _, self._partition, _ = lower_decided(self.plan, self.config, target, lambda pricing: None,
-                                                  compiler_identity(self.config.cc))
+                                                  compiler_identity(self.config.cc), survey=False)
         return self._partition
 
     @partition.setter

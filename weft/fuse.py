@@ -109,8 +109,26 @@ def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
     profile = profile or machine_profile(config.cache_dir, cc=config.cc)
     pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
     lowering = _PricingLowering(target, online_lowering_for(config.contract))
-    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
-                       profile.page_bytes)
+    pricing = PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
+                          profile.page_bytes)
+    pricing.fits = candidate_fits(plan, target, config.contract)
+    return pricing
+
+
+def candidate_fits(plan: Plan, target: Target, contract: str):
+    """``fits`` of the priced policy: None for a candidate the lowering can emit fused or a
+    library body's matcher admits, else why not (``weft.compose.priced.survey_candidates``)."""
+    from weft.decide.library import admissions
+
+    generic = region_fits(plan, target, online_lowering_for(contract))
+
+    def fits(region):
+        why = generic(region)
+        if why is None or admissions(plan, region.members, contract):
+            return None
+        return why
+
+    return fits
 
 
 def _unrecorded(pricing, config: Config):
@@ -171,13 +189,15 @@ def has_empty_buffer(plan: Plan) -> bool:
 
 
 def lower_decided(plan: Plan, config: Config, target: Target, contenders, compiler: str, pricing=None,
-                  record=None):
+                  record=None, survey: bool = True):
     """(LoweredPlan, Partition, DecideReport) under ``fusion="priced"`` with the decision
     record (``weft.decide``): recorded verdicts are reused (no price, no race), the rest are
     priced, thin margins raced inside ``config.race_share`` of the budget, and every new
     verdict written back. ``contenders``: the race's builder (``weft.compile.race_contenders``,
     which compiles each form); ``compiler``: the C compiler's identity, part of a verdict's key;
-    ``record``: a ``DecisionRecord`` (default: the one in the cache)."""
+    ``record``: a ``DecisionRecord`` (default: the one in the cache); ``survey=False``: no
+    pricing ahead of the policy (a partition decided again from the record for explain: each
+    verdict is asked for, and only one the record lacks is priced)."""
     from weft.decide.race import RaceBudget
     from weft.decide.record import DecisionRecord
     from weft.decide.verdicts import DecidedPricing
@@ -186,7 +206,7 @@ def lower_decided(plan: Plan, config: Config, target: Target, contenders, compil
     record = record if record is not None else DecisionRecord.in_cache(config.cache_dir)
     key_base = decision_key_base(config, compiler, pricing.pricer.numbers.profile_id)
     decided = DecidedPricing(pricing, record, key_base, config.race_margin,
-                             RaceBudget(config.budget_s * config.race_share), contenders(pricing))
+                             RaceBudget(config.budget_s * config.race_share), contenders(pricing), survey=survey)
     lowered, partition = lower_priced(plan, config, target, decided)
     report = decided.decide_report
     report.rests_on, report.undecided = decided.used(), tuple(decided.undecided)

@@ -73,9 +73,16 @@ class _Growths:
         return self.found[key]
 
 
-def survey_candidates(plan: Plan, growths: _Growths | None = None) -> list[Region]:
+def survey_candidates(plan: Plan, growths: _Growths | None = None, fits=None) -> list[Region]:
     """Every fused candidate a first pass of growth sees (each anchor with what greedy would
-    leave available): what the pricing phase prices, in order of expected gain."""
+    leave available): what the pricing phase prices, in order of expected gain.
+
+    ``fits(region)`` (None: every candidate) is None for a candidate that can be emitted fused
+    (the lowering's generic forms or an admitted library body): the others are neither priced
+    nor taken as the anchor's reach, so the survey's anchors fall where the regions can. (A
+    post-norm encoder layer grows, over its batch axis, one candidate through every member back
+    into the layer before: no layer's anchors then lined up with the next one's, and six layers
+    of MiniLM held 164 signatures where 11 can be lowered.)"""
     growths = growths or _Growths(plan)
     uncovered = {kernel.output for kernel in plan.kernels}
     found: list[Region] = []
@@ -83,15 +90,22 @@ def survey_candidates(plan: Plan, growths: _Growths | None = None) -> list[Regio
         if kernel.output not in uncovered:
             continue
         growth = growths(kernel.output, frozenset(uncovered))
-        found.extend(region for region in growth.candidates if region.is_fused)
-        uncovered -= set(growth.largest.members)
+        fused = _emittable(growth.candidates, fits)
+        found.extend(fused)
+        uncovered -= set((fused[-1] if fused else growth.largest).members)
     return found
+
+
+def _emittable(candidates, fits) -> list[Region]:
+    """The fused candidates ``fits`` accepts (every one without it)."""
+    return [region for region in candidates if region.is_fused and (fits is None or fits(region) is None)]
 
 
 def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[list[Region], list[Growth], list[PricedDecision]]:
     """(chosen regions in anchor order of discovery, growths, decisions) under prices."""
     memo = _Growths(plan)
-    pricing.survey(survey_candidates(plan, memo))
+    fits = getattr(pricing, "fits", None)  # the lowering's (and library bodies') answer, passed in
+    pricing.survey(survey_candidates(plan, memo, fits))
     uncovered = {kernel.output for kernel in plan.kernels}
     chosen: list[Region] = []
     growths: list[Growth] = []
@@ -106,7 +120,7 @@ def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[l
         best_saving = 0.0
         proposals = getattr(pricing, "proposals", None)  # regions library bodies propose (growth cannot offer)
         proposed = tuple(proposals(kernel.output, frozenset(uncovered))) if proposals is not None else ()
-        for candidate in (*growth.candidates[1:], *proposed):
+        for candidate in (*_emittable(growth.candidates[1:], fits), *proposed):
             verdict = pricing.verdict(candidate)
             verdicts.append((candidate.members, verdict))
             if verdict.pays(margin) and verdict.saving > best_saving:

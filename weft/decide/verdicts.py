@@ -162,8 +162,9 @@ class DecidedPricing:
     (built by ``weft.compile``), or None when the region cannot be raced."""
 
     def __init__(self, pricing, record: DecisionRecord | None, key_base: dict, race_margin: float = DEFAULT_RACE_MARGIN,
-                 race_budget: RaceBudget | None = None, contenders=None) -> None:
+                 race_budget: RaceBudget | None = None, contenders=None, survey: bool = True) -> None:
         self.pricing = pricing
+        self.surveys = survey  # False: no pricing ahead of the policy (``weft.fuse.lower_decided``)
         self.record = record
         self.key_base = key_base
         self.race_margin = race_margin
@@ -178,6 +179,11 @@ class DecidedPricing:
     @property
     def report(self):
         return self.pricing.report
+
+    @property
+    def fits(self):
+        """The pricing's ``fits`` (which candidates can be emitted fused), or None."""
+        return getattr(self.pricing, "fits", None)
 
     def key(self, region) -> RecordKey:
         known = self.keys.get(region.members)
@@ -213,7 +219,7 @@ class DecidedPricing:
     def survey(self, regions) -> None:
         """Price, in order of expected gain, only the candidates the record does not know."""
         fresh = [region for region in regions if not region.is_fused or self.recorded(region) is None]
-        if any(region.is_fused for region in fresh):
+        if self.surveys and any(region.is_fused for region in fresh):
             self.pricing.survey(fresh)
         self._count()
 
