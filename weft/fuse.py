@@ -121,12 +121,14 @@ def candidate_fits(plan: Plan, target: Target, contract: str):
     from weft.decide.library import admissions
 
     generic = region_fits(plan, target, online_lowering_for(contract))
+    answers: dict[tuple, str | None] = {}  # the survey and the policy ask of the same regions
 
     def fits(region):
-        why = generic(region)
-        if why is None or admissions(plan, region.members, contract):
-            return None
-        return why
+        key = (region.anchor, region.members)
+        if key not in answers:
+            why = generic(region)
+            answers[key] = None if why is None or admissions(plan, region.members, contract) else why
+        return answers[key]
 
     return fits
 
