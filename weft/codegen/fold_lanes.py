@@ -97,8 +97,8 @@ def _maskable(writer, fold_axis: str) -> bool:
     """Whether every read moving with the fold is one contiguous float32 vector (the head and
     tail may then be masked loads: no lane outside the span is touched)."""
     for load in expr_loads(writer.kernel.body):
-        if not any(fold_axis in index_axes(index) for index in load.index):
-            continue
+        if load in writer.stages or not any(fold_axis in index_axes(index) for index in load.index):
+            continue  # a staged load is read from its contiguous copy
         view = writer.views[load.buffer]
         if (view.dtype is not DType.FLOAT32 or load.padding is not None or load in writer.panels
                 or any(map(has_index_of, load.index))

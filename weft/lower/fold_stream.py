@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from weft.ir import DType, Kernel, Load, expr_loads
+from weft.ir import DType, Kernel, Load, expr_loads, index_axes
 from weft.lower.access import address_step, has_index_of
 from weft.lower.nest import BufferView
 
@@ -62,10 +62,12 @@ def _gathers(load: Load) -> bool:
 
 def staged_loads(kernel: Kernel, views: Mapping[str, BufferView], lanes: int,
                  outer_axes: tuple[str, ...]) -> tuple[Load, ...]:
-    """Loads of a fold-laned contraction worth staging (module docstring): float32,
-    unit-stride along the one fold axis, not moving with the work items' fastest axis
-    (the rows of the stream), where the stream's rows all start at the same point of a
-    line (its row step a multiple of the lanes), so one staged copy serves every row."""
+    """Loads of a fold-laned contraction worth staging (module docstring): float32, moving
+    with the one fold axis, not reading the work items' fastest axis (the rows of the stream),
+    where the stream's rows all start at the same point of a line (its row step a multiple of
+    the lanes), so one staged copy serves every row. The copy is made element by element, so
+    any index map of x (a reshape of attention's heads, a slice) is staged as one contiguous
+    run: the vector loops then read it as whole lines."""
     if kernel.fold is None or len(kernel.fold_axes) != 1 or not outer_axes:
         return ()
     if views[kernel.output].dtype is not DType.FLOAT32:
@@ -78,6 +80,10 @@ def staged_loads(kernel: Kernel, views: Mapping[str, BufferView], lanes: int,
     if not step or step % lanes:
         return ()
     fold_axis = kernel.fold_axes[0].name
-    return tuple(load for load in _unit_stride_reads(kernel, views, fold_axis)
-                 if load != stream and not _gathers(load)
-                 and address_step(load, views[load.buffer].strides, rows) == 0)
+    staged = []
+    for load in dict.fromkeys(expr_loads(kernel.body)):
+        axes = set().union(*map(index_axes, load.index))
+        if (load != stream and views[load.buffer].dtype is DType.FLOAT32 and fold_axis in axes
+                and rows not in axes and not _gathers(load)):
+            staged.append(load)
+    return tuple(staged)
