@@ -548,7 +548,10 @@ class BodyRenderer:
         if self.span is not None:
             first, count = self.span
             return self.local(DType.FLOAT32, True, f"wfc_load_span_f(&{pointer}[{address}], {first}, {count})")
-        loader = "wfc_load_a_f" if load in self.aligned else "wfc_load_lines_f"
+        if load in self.staged:
+            loader = "wfc_load_held_f" if load in self.aligned else "wfc_load_lines_f"
+        else:
+            loader = "wfc_load_a_f" if load in self.aligned else "wfc_load_lines_f"
         return self.local(DType.FLOAT32, True, f"{loader}(&{pointer}[{address}])")
 
     def lane_guard(self) -> str:
