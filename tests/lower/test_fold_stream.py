@@ -147,13 +147,16 @@ int main(void) {
     wfc_store_f(out, wfc_load_a_f(src + 16));
     for (int l = 0; l < 16; l++) printf("%g ", out[l]);
     printf("\n");
+    wfc_store_f(out, wfc_load_held_f(src + 16));
+    for (int l = 0; l < 16; l++) printf("%g ", out[l]);
+    printf("\n");
     return 0;
 }
 """
 
 
 def test_span_helpers_agree_with_and_without_avx512(tmp_path):
-    """``wfc_load_span_f`` / ``wfc_span_sel_f`` / ``wfc_load_a_f``: the masked AVX-512 forms and
+    """``wfc_load_span_f`` / ``wfc_span_sel_f`` / ``wfc_load_a_f`` / ``wfc_load_held_f``: the AVX-512 forms and
     the portable lane loops give the same lanes (the span's read, the rest 0 / kept)."""
     compiler = find_compiler("cc")
     source = tmp_path / "helpers.c"
@@ -173,4 +176,4 @@ def test_span_helpers_agree_with_and_without_avx512(tmp_path):
         for lane, value in enumerate(row):
             inside = first <= lane < first + count
             assert value == (16 - first + lane + 1 if inside else -1.0), (first, count, lane)
-    assert rows[-1] == [float(v) for v in range(17, 33)]
+    assert rows[-2] == rows[-1] == [float(v) for v in range(17, 33)]
