@@ -7,6 +7,7 @@ output, one fold step, several rows of x (the stage is filled again for each).""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import numpy as np
@@ -177,3 +178,29 @@ def test_span_helpers_agree_with_and_without_avx512(tmp_path):
             inside = first <= lane < first + count
             assert value == (16 - first + lane + 1 if inside else -1.0), (first, count, lane)
     assert rows[-2] == rows[-1] == [float(v) for v in range(17, 33)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_tiled_linear_with_a_residual_stages_once_per_thread_and_keeps_the_unfused_bytes(threads):
+    """linear -> residual add fused (greedy, tiles along the outputs): the serial fold-laned nest
+    inside the tile loop gets its staged x from its function, once per thread, not once per tile;
+    its fold is the unfused one's, so the bytes are the unfused plan's."""
+    hidden, out_features = 4864, 37
+    plan = weft.trace(lambda h, w, r: nn.add(nn.linear(h, w), r), weft.spec((1, hidden)),
+                      weft.spec((out_features, hidden)), weft.spec((1, out_features)), name="down_residual")
+    rng = np.random.default_rng(5)
+    h = rng.standard_normal((1, hidden), dtype=np.float32)
+    w = rng.standard_normal((out_features, hidden), dtype=np.float32)
+    r = rng.standard_normal((1, out_features), dtype=np.float32)
+    fused = weft.compile(plan, contract="inference", fusion="greedy", threads=threads)
+    unfused = weft.compile(plan, contract="inference", fusion="off", threads=threads)
+    (function,) = [f for f in fused.lowered.functions if f.tile_loop is not None]
+    assert any(getattr(nest, "staged", ()) and not nest.parallel for nest in function.nests)
+    source = fused.source_path.read_text()
+    assert re.search(r"wf_stage\d+_key = -1;\n\s*(#pragma omp for schedule\(static\)\n\s*)?for \(long wf_tile", source)
+    reference = h.astype(np.float64) @ w.astype(np.float64).T + r
+    expected = unfused(h, w, r)
+    assert_inference_close(expected, reference)
+    for offset in (0, 16, 36):
+        moved = at_line_offset(h, offset), at_line_offset(w, offset), r
+        assert np.array_equal(_bits(fused(*moved)), _bits(expected)), offset

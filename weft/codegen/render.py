@@ -63,8 +63,16 @@ def lane_tree(lanes: int) -> list[str]:
     return steps
 
 
+def stage_floats(nest: MemberNest) -> int:
+    """Floats of one staged copy: the fold and a line of shift, whole lines."""
+    return -(-(nest.kernel.fold_axes[-1].extent + nest.lanes) // 16) * 16
+
+
 class NestWriter:
-    def __init__(self, nest: MemberNest, lines: list[str], counter: Counter) -> None:
+    def __init__(self, nest: MemberNest, lines: list[str], counter: Counter,
+                 stages: dict | None = None) -> None:
+        """``stages``: staged load -> the buffer its function allocated per thread around its
+        tile loop (a serial nest inside one: staged once per thread, not once per tile)."""
         self.nest = nest
         self.kernel = nest.kernel
         self.lines = lines
@@ -82,8 +90,8 @@ class NestWriter:
         }
         self.panel_floats = span
         # fold lanes: staged load -> its per-thread buffer (weft.lower.fold_stream)
-        self.stages = {load: self.counter.fresh("wf_stage") for load in nest.staged}
-        self.stage_floats = -(-(self.kernel.fold_axes[-1].extent + nest.lanes) // 16) * 16 if nest.staged else 0
+        self.own_stages = stages is None
+        self.stages = {load: self.counter.fresh("wf_stage") for load in nest.staged} if stages is None else stages
         for axis in self.kernel.fold_axes:
             self.panel_floats *= axis.extent
 
@@ -175,7 +183,8 @@ class NestWriter:
             self.emit(inner, "const long wf_ngroups = (wf_nvb + wf_bpi - 1) / wf_bpi;")
             counts.append("wf_ngroups")
         self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
-        if self.panels or self.stages:
+        own = self.panels or (self.stages and self.own_stages)
+        if own:
             # panels are allocated once per thread, not per item: a fresh mmap'd panel per
             # item cost page faults, and its munmap a TLB shootdown of the other threads
             if nest.parallel:
@@ -184,9 +193,8 @@ class NestWriter:
             inner += 1
             for pointer, *_ in self.panels.values():
                 self.emit(inner, f"float *{pointer} = (float *)aligned_alloc(64, {self.panel_floats * 4});")
-            for pointer in self.stages.values():
-                self.emit(inner, f"float *{pointer} = (float *)aligned_alloc(64, {self.stage_floats * 4});")
-                self.emit(inner, f"long {pointer}_key = -1;")
+            if self.own_stages:
+                write_stage_buffers(self.lines, inner, nest, self.stages.values())
             if nest.parallel and not self.panels:
                 self.emit(inner, "#pragma omp for schedule(guided)")
             elif nest.parallel:
@@ -239,8 +247,9 @@ class NestWriter:
             body -= 1
             self.emit(body, "}")
         self.emit(inner, "}")
-        if self.panels or self.stages:
-            for pointer in (*(panel[0] for panel in self.panels.values()), *self.stages.values()):
+        if own:
+            owned = self.stages.values() if self.own_stages else ()
+            for pointer in (*(panel[0] for panel in self.panels.values()), *owned):
                 self.emit(inner, f"free({pointer});")
             inner -= 1
             self.emit(inner, "}")
@@ -536,6 +545,13 @@ class NestWriter:
         cast = "(uint8_t)" if self.dtype is DType.BOOL else ""
         self.emit(indent, f"for (int {lane} = 0; {lane} < {self.nest.lanes}; {lane}++) "
                           f"{pointer}[{renderer.address(view, lane_positions)}] = {cast}{element};")
+
+
+def write_stage_buffers(lines: list[str], indent: int, nest: MemberNest, pointers) -> None:
+    """Declare one thread's staged copies (weft.lower.fold_stream): filled at its first row."""
+    for pointer in pointers:
+        lines.append(f"{'    ' * indent}float *{pointer} = (float *)aligned_alloc(64, {stage_floats(nest) * 4});")
+        lines.append(f"{'    ' * indent}long {pointer}_key = -1;")
 
 
 def _static_extent(axis_range) -> int | None:
