@@ -125,6 +125,12 @@ class BodyRenderer:
         self.memo: dict = {}
         # load -> (panel pointer, fold axes, lanes per panel row, lane axis): served from a packed panel
         self.packed: dict[Load, tuple[str, tuple[tuple[str, int], ...], int, str]] = {}
+        # a fold-laned contraction (weft.codegen.fold_lanes): load -> (stage pointer, offset) read
+        # from its staged copy; ``aligned``: loads whose vectors start on a 64-byte line here;
+        # ``span``: (first lane, lane count) C expressions, only those lanes read (masked)
+        self.staged: dict[Load, tuple[str, str]] = {}
+        self.aligned: frozenset[Load] = frozenset()
+        self.span: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -490,6 +496,8 @@ class BodyRenderer:
         return position
 
     def vector_load(self, load: Load) -> Value:
+        if load in self.staged or load in self.aligned or self.span is not None:
+            return self.fold_lane_load(load)
         if load in self.packed:
             pointer, address = self.panel_address(load)
             return self.local(DType.FLOAT32, True, f"wfc_load_f(&{pointer}[{address}])")
@@ -526,6 +534,25 @@ class BodyRenderer:
             if permuted is not None:
                 return permuted
         return self.lanewise(load)
+
+    def fold_lane_load(self, load: Load) -> Value:
+        """A contiguous float32 read along a fold-laned contraction's fold: from its staged copy
+        or its own buffer; a masked load of the span's lanes (the others 0, never read), or one
+        known to start on a 64-byte line."""
+        if load in self.staged:
+            pointer, offset = self.staged[load]
+            address = f"{offset} + ({self.env[self.vector_axis]})"
+        else:
+            view = self.views[load.buffer]
+            pointer, address = view.pointer, self.address(view, load.index)
+        if self.span is not None:
+            first, count = self.span
+            return self.local(DType.FLOAT32, True, f"wfc_load_span_f(&{pointer}[{address}], {first}, {count})")
+        if load in self.staged:
+            loader = "wfc_load_held_f" if load in self.aligned else "wfc_load_lines_f"
+        else:
+            loader = "wfc_load_a_f" if load in self.aligned else "wfc_load_lines_f"
+        return self.local(DType.FLOAT32, True, f"{loader}(&{pointer}[{address}])")
 
     def lane_guard(self) -> str:
         """True at run time when the vector's first point along its axis is a multiple of the

@@ -9,7 +9,7 @@ from weft.codegen.contraction import render_contraction
 from weft.codegen.library import render_library
 from weft.codegen.online import OnlinePassWriter
 from weft.codegen.online_tile import write_pass_packing, write_pass_release
-from weft.codegen.render import NestWriter, render_gemm
+from weft.codegen.render import NestWriter, render_gemm, write_stage_buffers
 from weft.codegen.units import HIDDEN
 from weft.lower.contraction import ContractionNest
 from weft.lower.library import LibraryCall
@@ -38,9 +38,24 @@ def render_function(function: LoweredFunction) -> str:
     for nest in packed:
         parallel = function.tile_loop is not None and function.tile_loop.parallel
         write_pass_packing(nest, lines, indent, counter, parallel)
+    # a serial fold-laned nest inside the tile loop stages its x once per thread, not per tile
+    # (a tile of one output row would copy as many floats as it streams)
+    stages = {}
+    if function.tile_loop is not None:
+        for nest in function.nests:
+            if isinstance(nest, MemberNest) and nest.staged and not nest.parallel:
+                stages[id(nest)] = {load: counter.fresh("wf_stage") for load in nest.staged}
     if function.tile_loop is not None:
         loop = function.tile_loop
-        if loop.parallel:
+        if stages:
+            lines.append("    #pragma omp parallel" if loop.parallel else "    /* staged copies */")
+            lines.append("    {")
+            for nest in function.nests:
+                if id(nest) in stages:
+                    write_stage_buffers(lines, 1, nest, stages[id(nest)].values())
+            if loop.parallel:
+                lines.append("    #pragma omp for schedule(static)")
+        elif loop.parallel:
             lines.append("    #pragma omp parallel for schedule(static)")
         lines.append(f"    for (long {loop.variable} = 0; {loop.variable} < {loop.extent}; "
                      f"{loop.variable} += {loop.size}) {{")
@@ -52,7 +67,7 @@ def render_function(function: LoweredFunction) -> str:
         if isinstance(nest, GemmCall):
             render_gemm(nest, lines, indent)
         elif isinstance(nest, MemberNest):
-            NestWriter(nest, lines, counter).write(indent)
+            NestWriter(nest, lines, counter, stages.get(id(nest))).write(indent)
         elif isinstance(nest, OnlinePass):
             OnlinePassWriter(nest).write(lines, indent, counter)
         elif isinstance(nest, ContractionNest):
@@ -62,6 +77,9 @@ def render_function(function: LoweredFunction) -> str:
         else:
             raise TypeError(f"function {function.name}: no C writer for {type(nest).__name__}")
     if function.tile_loop is not None:
+        lines.append("    }")
+    if stages:
+        lines += [f"    free({pointer});" for by_load in stages.values() for pointer in by_load.values()]
         lines.append("    }")
     for nest in packed:
         write_pass_release(nest, lines, 1)

@@ -113,6 +113,46 @@ static inline wf_vl wfc_f2l(wf_vf x) {{
 static inline long wfc_minl(long a, long b) {{ return a < b ? a : b; }}
 static inline wf_vl wfc_iota_l(void) {{ return (wf_vl){{{iota}}}; }}
 static inline wf_vi wfc_iota_i(void) {{ return (wf_vi){{{iota}}}; }}
+/* A fold-laned contraction's reads where its peel put them (weft.codegen.fold_lanes): a vector
+ * known to start on a 64-byte line; only lanes [first, first + count) of a vector, the others 0
+ * and never read (a row's head and tail: one masked load, not a lane loop through the stack);
+ * and those lanes of a, the others of b. */
+static inline wf_vf wfc_load_a_f(const float *p) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    return (wf_vf)_mm512_load_ps(p);
+#else
+    return wfc_load_f(p);
+#endif
+}}
+/* a staged x (line-aligned, re-read every row) held in a register by an empty asm, so that the
+ * stream's load is the one folded into the multiply-add: decode's 896-wide rows at a 16-byte
+ * offset measured 38 GB/s with the weight loaded apart and x folded, 41 GB/s this way */
+static inline wf_vf wfc_load_held_f(const float *p) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    wf_vf v = (wf_vf)_mm512_load_ps(p);
+    __asm__("" : "+v"(v));
+    return v;
+#else
+    return wfc_load_f(p);
+#endif
+}}
+static inline wf_vf wfc_load_span_f(const float *p, long first, long count) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    return (wf_vf)_mm512_maskz_loadu_ps((__mmask16)(((1u << count) - 1u) << first), p);
+#else
+    wf_vf r = wfc_splat_f(0.0f);
+    for (long l = first; l < first + count; l++) r[l] = p[l];
+    return r;
+#endif
+}}
+static inline wf_vf wfc_span_sel_f(long first, long count, wf_vf a, wf_vf b) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    return (wf_vf)_mm512_mask_mov_ps((__m512)b, (__mmask16)(((1u << count) - 1u) << first), (__m512)a);
+#else
+    const wf_vi lane = wfc_iota_i();
+    return wfc_sel_f((lane >= (int32_t)first) & (lane < (int32_t)(first + count)), a, b);
+#endif
+}}
 /* lanes at a constant element stride (a row reduction with lanes along rows, a
    transpose): a hardware gather where there is one, never a store-forwarding stall */
 static inline wf_vf wfc_gather_f(const float *p, long stride) {{

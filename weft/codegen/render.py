@@ -27,6 +27,7 @@ from weft.codegen.fold_lanes import fold_lanes_by_index, orders_by_index, span_l
 from weft.codegen.values import c_value
 from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
+from weft.lower.fold_stream import peeled_stream
 from weft.lower.nest import GemmCall, MemberNest
 
 _IDENTITY_INT = {
@@ -62,16 +63,16 @@ def lane_tree(lanes: int) -> list[str]:
     return steps
 
 
-# A fold-laned contraction (a matrix-vector product) peels to a 64-byte line only over folds
-# of at least this many vectors (4864 x 896 from L3, 1 thread, 16-byte-offset weights: 245 us
-# unaligned, 151 us aligned, on the 16-lane EPYC; with the peel, thread CPU time beside NumPy:
-# 4864 x 896 1.17x, 896 x 4864 0.91x, before 0.65x / 0.66x). Row reductions streaming from memory
-# (softmax's max, layer norm's mean) do not peel: there the peel measured 10-15% slower.
-FOLD_LANE_PEEL_MIN_VECTORS = 8
+def stage_floats(nest: MemberNest) -> int:
+    """Floats of one staged copy: the fold and a line of shift, whole lines."""
+    return -(-(nest.kernel.fold_axes[-1].extent + nest.lanes) // 16) * 16
 
 
 class NestWriter:
-    def __init__(self, nest: MemberNest, lines: list[str], counter: Counter) -> None:
+    def __init__(self, nest: MemberNest, lines: list[str], counter: Counter,
+                 stages: dict | None = None) -> None:
+        """``stages``: staged load -> the buffer its function allocated per thread around its
+        tile loop (a serial nest inside one: staged once per thread, not once per tile)."""
         self.nest = nest
         self.kernel = nest.kernel
         self.lines = lines
@@ -88,6 +89,9 @@ class NestWriter:
             load: (self.counter.fresh("wf_panel"), fold_axes, span, nest.vector_axis) for load in nest.packed
         }
         self.panel_floats = span
+        # fold lanes: staged load -> its per-thread buffer (weft.lower.fold_stream)
+        self.own_stages = stages is None
+        self.stages = {load: self.counter.fresh("wf_stage") for load in nest.staged} if stages is None else stages
         for axis in self.kernel.fold_axes:
             self.panel_floats *= axis.extent
 
@@ -179,7 +183,8 @@ class NestWriter:
             self.emit(inner, "const long wf_ngroups = (wf_nvb + wf_bpi - 1) / wf_bpi;")
             counts.append("wf_ngroups")
         self.emit(inner, f"const long wf_items = {' * '.join(counts) if counts else '1'};")
-        if self.panels:
+        own = self.panels or (self.stages and self.own_stages)
+        if own:
             # panels are allocated once per thread, not per item: a fresh mmap'd panel per
             # item cost page faults, and its munmap a TLB shootdown of the other threads
             if nest.parallel:
@@ -188,7 +193,11 @@ class NestWriter:
             inner += 1
             for pointer, *_ in self.panels.values():
                 self.emit(inner, f"float *{pointer} = (float *)aligned_alloc(64, {self.panel_floats * 4});")
-            if nest.parallel:
+            if self.own_stages:
+                write_stage_buffers(self.lines, inner, nest, self.stages.values())
+            if nest.parallel and not self.panels:
+                self.emit(inner, "#pragma omp for schedule(guided)")
+            elif nest.parallel:
                 # few, long items (a 64-wide column block each: 16 at 1024^3): guided hands
                 # the first thread half of them at once, so a thread sharing its core with
                 # another process would hold the whole nest back; one at a time instead
@@ -238,8 +247,9 @@ class NestWriter:
             body -= 1
             self.emit(body, "}")
         self.emit(inner, "}")
-        if self.panels:
-            for pointer, *_ in self.panels.values():
+        if own:
+            owned = self.stages.values() if self.own_stages else ()
+            for pointer in (*(panel[0] for panel in self.panels.values()), *owned):
                 self.emit(inner, f"free({pointer});")
             inner -= 1
             self.emit(inner, "}")
@@ -333,7 +343,7 @@ class NestWriter:
         scalar_tail = True
         if nest.fold_lanes:
             self.emit(depth, f"long {variable} = 0;")
-            peel = (self.fold_lane_peel(points[0], last.name, last.extent)
+            peel = (self.fold_lane_peel(points[0], last.name)
                     if orders_by_index(self.dtype, len(kernel.fold_axes)) else None)
             if peel is not None:
                 # Inference: the vector loops start where the widest stream's loads start on a
@@ -398,12 +408,18 @@ class NestWriter:
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
 
-    def fold_terms(self, depth: int, items, lane_axis: str | None, first: str | None = None) -> None:
+    def fold_terms(self, depth: int, items, lane_axis: str | None, first: str | None = None,
+                   aligned: frozenset = frozenset(), span: tuple[str, str] | None = None) -> None:
         """``acc = combine(acc, body)`` for each (point, accumulator, env override), in order.
 
         With ``lane_axis`` (fold lanes) the body is vectorised along that fold axis. ``first``:
-        the step is the first of its accumulator, which holds this identity (not read back)."""
+        the step is the first of its accumulator, which holds this identity (not read back).
+        ``aligned``: loads whose vectors start on a 64-byte line here; ``span``: (first lane,
+        lane count), only those lanes read and combined, the others keep the accumulator's."""
         renderer = self.renderer(depth)
+        if lane_axis is not None and (aligned or span is not None):  # the peeled form's vector steps
+            renderer.staged = {load: (pointer, f"{pointer}_off") for load, pointer in self.stages.items()}
+            renderer.aligned, renderer.span = aligned | frozenset(self.stages), span
         combiner = self.kernel.fold.combiner
         for (row, column, vector), acc, override in items:
             renderer.env = {**self.point_env(row, column), **override}
@@ -411,44 +427,25 @@ class NestWriter:
             lanes_here = vector or lane_axis is not None
             value = renderer.render(self.kernel.body)
             term = renderer.splat(value) if lanes_here else value.code
-            self.emit(depth, f"{acc} = {combine(combiner, self.dtype, lanes_here, first or acc, term)};")
+            combined = combine(combiner, self.dtype, lanes_here, first or acc, term)
+            if span is not None:
+                combined = f"wfc_span_sel_{SUFFIX[self.dtype]}({span[0]}, {span[1]}, {combined}, {acc})"
+            self.emit(depth, f"{acc} = {combined};")
 
-    def fold_lane_peel(self, point, fold_axis: str, extent: int) -> str | None:
-        """A C expression for the scalar fold steps (0 .. lanes-1) before the largest float32
-        buffer read unit-stride along ``fold_axis`` reaches a 64-byte line; None when the member
-        is no contraction, no load qualifies or the fold is too short for the peel to pay (fold
-        lanes: Inference only, whose order is free)."""
-        from weft.ir import expr_loads
-        from weft.lower.access import address_step
-
-        lanes = self.nest.lanes
-        if not self.kernel.is_contraction or extent < FOLD_LANE_PEEL_MIN_VECTORS * lanes:
-            return None
-        streams = []
-        for load in dict.fromkeys(expr_loads(self.kernel.body)):
-            view = self.views[load.buffer]
-            if view.dtype is not DType.FLOAT32 or load.padding is not None or load in self.panels:
-                continue
-            if address_step(load, view.strides, fold_axis) != 1:
-                continue
-            size = 1
-            for extent_d in view.shape:
-                size *= extent_d
-            streams.append((size, load))
-        if not streams:
+    def fold_lane_peel(self, point, fold_axis: str) -> tuple[str, object] | None:
+        """(C expression for the scalar fold steps 0 .. lanes-1 before the stream reaches a
+        64-byte line, the stream's load), the stream from ``weft.lower.fold_stream``; None
+        when there is none (fold lanes: Inference only, whose order is free)."""
+        stream = peeled_stream(self.kernel, self.views, self.nest.lanes, exclude=self.panels)
+        if stream is None:
             return None
         row, column, _vector = point
         renderer = self.renderer(0, packed=False)
         renderer.env = {**self.point_env(row, column), fold_axis: "0"}
-
-        def address(load) -> str:
-            view = self.views[load.buffer]
-            return f"(uintptr_t)(&{view.pointer}[{renderer.address(view, load.index)}])"
-
-        streams.sort(key=lambda pair: -pair[0])
-        # the widest stream only: the other operand (x, in L1) may then split its loads;
-        # measured either way on decode, aligning the weight is as fast or faster
-        return f"(long)(((uintptr_t)0 - {address(streams[0][1])}) / 4 % {lanes})"
+        view = self.views[stream.buffer]
+        address = f"(uintptr_t)(&{view.pointer}[{renderer.address(view, stream.index)}])"
+        # the widest stream only: the other operand (x, in L1) is staged to meet it
+        return f"(long)(((uintptr_t)0 - {address}) / 4 % {self.nest.lanes})", stream
 
     def alignment_peel(self, point, fold_axis: str) -> str | None:
         """A C expression for the fold steps (0 .. lanes-1) before the tile rows of the first
@@ -548,6 +545,13 @@ class NestWriter:
         cast = "(uint8_t)" if self.dtype is DType.BOOL else ""
         self.emit(indent, f"for (int {lane} = 0; {lane} < {self.nest.lanes}; {lane}++) "
                           f"{pointer}[{renderer.address(view, lane_positions)}] = {cast}{element};")
+
+
+def write_stage_buffers(lines: list[str], indent: int, nest: MemberNest, pointers) -> None:
+    """Declare one thread's staged copies (weft.lower.fold_stream): filled at its first row."""
+    for pointer in pointers:
+        lines.append(f"{'    ' * indent}float *{pointer} = (float *)aligned_alloc(64, {stage_floats(nest) * 4});")
+        lines.append(f"{'    ' * indent}long {pointer}_key = -1;")
 
 
 def _static_extent(axis_range) -> int | None:

@@ -88,6 +88,8 @@ class MemberNest:
     # along the innermost fold axis are read as lanes x lanes tiles and transposed in registers
     reciprocal_divisors: bool = False  # Inference: a float division by a value that does not move
     # with the lanes (a row's sum) multiplies by its reciprocal, one division per vector block
+    staged: tuple[Load, ...] = ()  # fold lanes: loads copied once per thread into a buffer whose
+    # lines meet the peeled weight stream's (the x of a matrix-vector product; weft.lower.fold_stream)
 
     @property
     def name(self) -> str:
@@ -111,6 +113,8 @@ class MemberNest:
             parts.append("divides by a reciprocal")
         if self.packed:
             parts.append("packed " + ", ".join(load.buffer for load in self.packed))
+        if self.staged:
+            parts.append("staged " + ", ".join(load.buffer for load in self.staged))
         if self.fold_chunk:
             parts.append(f"fold in chunks of {self.fold_chunk}")
         parts.append("parallel" if self.parallel else "serial")

@@ -33,6 +33,7 @@ from weft.ir import (
 from weft.ir.canonical import canonical_group
 from weft.lower.access import Access, address_step, load_access, row_major_strides, transposable
 from weft.lower.contraction import lower_contraction
+from weft.lower.fold_stream import staged_loads
 from weft.lower.gemm import match_gemm
 from weft.lower.nest import (
     AxisRange,
@@ -195,6 +196,7 @@ def lower_member(kernel: Kernel, views: dict[str, BufferView], target: Target) -
         transpose_fold=transpose_fold,
         reciprocal_divisors=target.contract == "inference" and lane_invariant_divisor(kernel.body, vector_axis),
         packed=packed,
+        staged=staged_loads(kernel, views, target.lanes, outer) if fold_lanes and not fold_chunk else (),
         fold_chunk=fold_chunk,
         # a chunked fold reads each row in a few long runs (one per work item)
         blocks_per_item=(-(-_blocks(kernel, vector_axis, block_vectors * target.lanes) // 4) if fold_chunk
