@@ -40,8 +40,9 @@ def _emit(lines: list[str], depth: int, text: str) -> None:
 
 
 def vector_max(a: str, b: str, plain: bool) -> str:
-    """``wfc_max_f`` (NaN-propagating), or a compare-select (``TileFold.plain_max``)."""
-    return f"wfc_sel_f({a} > {b}, {a}, {b})" if plain else f"wfc_max_f({a}, {b})"
+    """``wfc_max_f`` (NaN-propagating), or the ordered compare-select ``a > b ? a : b``
+    (``TileFold.plain_max``: ``wfc_pmax_f``, one max instruction)."""
+    return f"wfc_pmax_f({a}, {b})" if plain else f"wfc_max_f({a}, {b})"
 
 
 def hmax_code(value: str, lanes: int, plain: bool = False) -> list[str]:
@@ -55,18 +56,26 @@ def hmax_code(value: str, lanes: int, plain: bool = False) -> list[str]:
 
 
 EXP_FLOOR = "-0x1.58p+6f"  # -86: 2^n stays a normal float in one step; exp(-86) = 4.4e-38
+EXP_CLAMP = "-0x1.ap+6f"  # -104, wf_exp's lower clamp: 2^n * p rounds to +0 below it (vscalefps)
 
 
-def exp_nonpositive(lines: list[str], depth: int, x: str, name: str) -> None:
+def exp_nonpositive(lines: list[str], depth: int, x: str, name: str, lanes: int = 16) -> None:
     """``name = exp(x)`` for x <= 0, -inf or NaN (Inference: the pass's ``exp(t - max)``).
 
     The mirrored ``wf_exp`` (same reduction and polynomial), without what a non-positive
-    argument never needs: no upper clamp, 2^n in one step (n >= -124), terms below exp(-86)
-    are 0 (against a row sum of at least 1). NaN stays NaN (the compare is false).
+    argument never needs (no upper clamp). With AVX-512 at 16 lanes it is ``wf_exp``'s own
+    form: one max clamp at -104 and 2^n applied by one ``vscalefps`` (its results below
+    exp(-87.3) are denormals, 0 from exp(-103.3); -inf gives 0 and NaN stays NaN, as max
+    returns its second operand); elsewhere x below exp(-86) gives 0 by a compare and select
+    and 2^n is added to the exponent bits in one step (n >= -124).
     """
     emit = lambda text: lines.append("    " * depth + text)  # noqa: E731
+    emit(f"#if defined(__AVX512F__) && {lanes} == 16")
+    emit(f"const wf_vf {name}_x = (wf_vf)_mm512_max_ps(_mm512_set1_ps({EXP_CLAMP}), (__m512)({x}));")
+    emit("#else")
     emit(f"const wf_vi {name}_m = {x} < WF_F({EXP_FLOOR});")
     emit(f"const wf_vf {name}_x = wfc_sel_f({name}_m, WF_F({EXP_FLOOR}), {x});")
+    emit("#endif")
     emit(f"const wf_vf {name}_z = {name}_x * WF_F(0x1.715476p+0f) + WF_F(0x1.8p+23f);")
     emit(f"const wf_vf {name}_n = {name}_z - WF_F(0x1.8p+23f);")
     emit(f"const wf_vf {name}_r = ({name}_x - {name}_n * WF_F(0x1.63p-1f)) - {name}_n * WF_F(-0x1.bd0106p-13f);")
@@ -74,8 +83,12 @@ def exp_nonpositive(lines: list[str], depth: int, x: str, name: str) -> None:
     for coefficient in ("0x1.11121p-7f", "0x1.555382p-5f", "0x1.555554p-3f", "0x1p-1f"):
         emit(f"{name}_p = {name}_p * {name}_r + WF_F({coefficient});")
     emit(f"{name}_p = {name}_p * ({name}_r * {name}_r) + {name}_r + WF_F(0x1p+0f);")
+    emit(f"#if defined(__AVX512F__) && {lanes} == 16")
+    emit(f"const wf_vf {name} = (wf_vf)_mm512_scalef_ps((__m512){name}_p, (__m512){name}_n);")
+    emit("#else")
     emit(f"const wf_vi {name}_e = ((wf_vi){name}_z - (wf_vi)WF_F(0x1.8p+23f)) << 23;")
     emit(f"const wf_vf {name} = wfc_sel_f({name}_m, WF_F(0.0f), (wf_vf)((wf_vi){name}_p + {name}_e));")
+    emit("#endif")
 
 
 class TileBlockWriter:
@@ -210,7 +223,7 @@ class TileBlockWriter:
             if key not in renderer.memo:
                 argument = renderer.splat(renderer.render(node.operand))
                 name = counter.fresh("wa_e")
-                exp_nonpositive(lines, depth, argument, name)
+                exp_nonpositive(lines, depth, argument, name, lanes)
                 renderer.memo[key] = Value(name, DType.FLOAT32, True)
         return renderer
 
