@@ -7,9 +7,9 @@ For a full key block (``wo_jb + block <= extent``), per group of ``mr`` rows of 
     new[r] = max(ref[r], hmax(max_v t[r][v]))                   /* one shuffle tree per row */
     if new[r] != ref[r]: c[r] = exp(b(new) - b(ref)), restart[r] = ref[r] == -inf
     run[r] = new[r] == -inf ? 0 : new[r]                        /* a masked prefix folds 0 * V */
-    l_v[r] = restart ? l_v[r] : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
+    l_v[r] = restart or c == 1 ? l_v[r] : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
     p[r][:] = exp(t[r][v] - run[r])                             /* parked for the tile below */
-    for chunk of e:  o[r][e] = restart ? o[r][e] : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
+    for chunk of e:  o[r][e] = restart or c == 1 ? o[r][e] : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
 
 A duplicate row (the group past the tile's last row repeats it) computes the same values and
 writes no state but its output tile, which equals the real row's.
@@ -196,7 +196,9 @@ class TileBlockWriter:
                 slot = w._slot(dependent).replace(w.row_flat, flats[r], 1)
                 _emit(lines, inner, f"wf_vf wa_l{k}_{r} = wfc_load_f({vector_slot}); float wa_s{k}_{r} = {slot};")
                 # a masked prefix ends (wa_z): its sums are kept as they are (OnlinePassWriter.running_reference)
-                _emit(lines, inner, f"if (!wa_z{r}) {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale}); wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
+                # x * 1 is x (NaN and infinities too): a factor of exactly 1 is skipped
+                _emit(lines, inner, f"if (!wa_z{r} && {scale} != 1.0f) {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale});"
+                                    f" wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
                 for v in range(self.vectors):
                     renderer = self._dependent_renderer(lines, inner, counter, dependent, r, v, shared)
                     value = renderer.splat(renderer.render(dependent.fold.term))
@@ -244,7 +246,8 @@ class TileBlockWriter:
             for v in range(chunk):
                 slot = "&" + w._slot(dependent, f"({var} + {v * lanes})").replace(w.row_flat, flats[r], 1)
                 slots[r, v] = slot
-                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_load_f({slot})"
+                # a factor of exactly 1 (the max did not move: most blocks) multiplies nothing
+                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = (wa_z{r} || {scale(r)} == 1.0f) ? wfc_load_f({slot})"
                                     f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
         _emit(lines, inner, "#pragma GCC unroll 4")
         _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")
