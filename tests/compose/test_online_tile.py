@@ -224,3 +224,38 @@ def test_tile_pass_packs_a_transposed_v(fused_config, heads):
     v_t = rng.standard_normal(lead + (e, tk)).astype(np.float32)
     got = compiled(q, k, v_t)
     np.testing.assert_allclose(got, attention64(q, k, np.swapaxes(v_t, -1, -2)), rtol=RTOL, atol=ATOL)
+
+
+def test_row_group_sizes_waste_no_rows_where_a_tile_can_hold_whole_groups():
+    from weft.lower.online_scores import row_group_sizes
+
+    # 5184 = 72 x 72 queries: 64 per tile ran 11 groups of 6 rows (66 rows computed for 64)
+    assert row_group_sizes(5184, 64, 6)[0] == 72
+    assert all(size % 6 == 0 and 48 <= size <= 96 for size in row_group_sizes(5184, 64, 6))
+    assert row_group_sizes(1024, 64, 6)[0] == 66  # 15 x 66 + 34 (36 computed): 1026 rows for 1056
+    assert row_group_sizes(5184, 72, 6) == []  # already whole groups
+    assert row_group_sizes(13, 13, 6) == []  # nothing in range computes fewer rows
+
+
+def test_sam3_attention_tiles_hold_whole_row_groups(fused_config):
+    # 5184 x 32, one head: 72 tiles of 72 queries, 12 groups of 6, no group repeats a row
+    plan = _plan(0, 0, 5184, 5184, 32, 32, None)
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    found = _pass_of(compiled)
+    assert found.scores is not None and found.scores.rows == 6
+    assert found.row_counts[-1] == 72 and found.row_counts[-1] % found.scores.rows == 0
+    (function,) = [f for f in compiled.lowered.functions if found in f.nests]
+    assert function.tile_loop.extent == 72 and function.tile_loop.tiles[-1][2] == 72
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("tq", [200, 131])
+def test_regrouped_tiles_against_float64(fused_config, tq, threads):
+    # query counts where the tile is regrouped (a last tile shorter than the others), causal
+    shape = (2, 1, tq, 3 * PASS_BLOCK + 5, 32, 32, "causal")
+    plan = _plan(*shape)
+    compiled = weft.compile(plan, config=fused_config("inference", threads=threads))
+    found = _pass_of(compiled)
+    assert found.tile is not None and found.row_counts[-1] % found.scores.rows == 0
+    arrays, masks = _inputs(*shape, keep=None, seed=tq + threads)
+    _check(compiled, plan, arrays, masks)

@@ -6,7 +6,7 @@ Three pieces: the column factor packed once per call before the tile loop
 rest of the pass reads (``write_block``)::
 
     kp[bp][kb][d][c] = k(bp, kb * block + c, d)      /* zeros past the pass axis; threads share */
-    qp[row group][d][row in group] = q(row, d)       /* per tile */
+    qp[row group][d][row in group] = q(row, d) * c   /* per tile; c: the scores' constant factors */
     for row group of 6:  acc[6][4 vectors] += qp[r][d] * kp[bp][jb / block][d][:]   (d ascending)
                          s_block[r][jb:jb+block] = acc
 """
@@ -112,7 +112,8 @@ def write_row_packing(scores: PackedScores, views: dict[str, BufferView], rows, 
     env = {**dict(scores.env), scores.fold_axis: "wa_d"}
     renderer = _renderer(scores, views, lines, depth + 3, counter, env)
     value = renderer.render(scores.x_factor)
-    renderer.emit(f"wa_dst[wa_d * {mr} + wa_r] = {value.code};")
+    scaled = value.code if scores.scale == 1.0 else f"{value.code} * {c_literal(scores.scale, DType.FLOAT32)}"
+    renderer.emit(f"wa_dst[wa_d * {mr} + wa_r] = {scaled};")
     _emit(lines, depth + 2, "}")
     _emit(lines, depth + 1, "}")
     _emit(lines, depth, "}")
@@ -162,10 +163,6 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, c
         for v in range(vectors):
             _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
     _emit(lines, inner, "}")
-    if scores.scale != 1.0:
-        factor = c_literal(scores.scale, DType.FLOAT32)
-        for r in range(mr):
-            _emit(lines, inner, " ".join(f"{a} = {a} * wfc_splat_f({factor});" for a in acc[r]))
     if scores.mask is not None:  # where(mask, sum, masked): the mask at each score, as a vector
         masked = Where(scores.mask, Load(_ACC, tuple(AxisIndex(a.name) for a in scores.kernel.axes)),
                        Const(scores.masked, DType.FLOAT32))

@@ -7,9 +7,9 @@ For a full key block (``wo_jb + block <= extent``), per group of ``mr`` rows of 
     new[r] = max(ref[r], hmax(max_v t[r][v]))                   /* one shuffle tree per row */
     if new[r] != ref[r]: c[r] = exp(b(new) - b(ref)), restart[r] = ref[r] == -inf
     run[r] = new[r] == -inf ? 0 : new[r]                        /* a masked prefix folds 0 * V */
-    l_v[r] = restart ? l_v[r] : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
+    l_v[r] = restart or c == 1 ? l_v[r] : l_v[r] * c;  l_v[r] += term(t[r][v]) /* the row sums */
     p[r][:] = exp(t[r][v] - run[r])                             /* parked for the tile below */
-    for chunk of e:  o[r][e] = restart ? o[r][e] : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
+    for chunk of e:  o[r][e] = restart or c == 1 ? o[r][e] : o[r][e] * c;  o[r][e] += p[r][j] * V[j, e]  (j ascending)
 
 A duplicate row (the group past the tile's last row repeats it) computes the same values and
 writes no state but its output tile, which equals the real row's.
@@ -40,8 +40,9 @@ def _emit(lines: list[str], depth: int, text: str) -> None:
 
 
 def vector_max(a: str, b: str, plain: bool) -> str:
-    """``wfc_max_f`` (NaN-propagating), or a compare-select (``TileFold.plain_max``)."""
-    return f"wfc_sel_f({a} > {b}, {a}, {b})" if plain else f"wfc_max_f({a}, {b})"
+    """``wfc_max_f`` (NaN-propagating), or the ordered compare-select ``a > b ? a : b``
+    (``TileFold.plain_max``: ``wfc_pmax_f``, one max instruction)."""
+    return f"wfc_pmax_f({a}, {b})" if plain else f"wfc_max_f({a}, {b})"
 
 
 def hmax_code(value: str, lanes: int, plain: bool = False) -> list[str]:
@@ -55,18 +56,26 @@ def hmax_code(value: str, lanes: int, plain: bool = False) -> list[str]:
 
 
 EXP_FLOOR = "-0x1.58p+6f"  # -86: 2^n stays a normal float in one step; exp(-86) = 4.4e-38
+EXP_CLAMP = "-0x1.ap+6f"  # -104, wf_exp's lower clamp: 2^n * p rounds to +0 below it (vscalefps)
 
 
-def exp_nonpositive(lines: list[str], depth: int, x: str, name: str) -> None:
+def exp_nonpositive(lines: list[str], depth: int, x: str, name: str, lanes: int = 16) -> None:
     """``name = exp(x)`` for x <= 0, -inf or NaN (Inference: the pass's ``exp(t - max)``).
 
     The mirrored ``wf_exp`` (same reduction and polynomial), without what a non-positive
-    argument never needs: no upper clamp, 2^n in one step (n >= -124), terms below exp(-86)
-    are 0 (against a row sum of at least 1). NaN stays NaN (the compare is false).
+    argument never needs (no upper clamp). With AVX-512 at 16 lanes it is ``wf_exp``'s own
+    form: one max clamp at -104 and 2^n applied by one ``vscalefps`` (its results below
+    exp(-87.3) are denormals, 0 from exp(-103.3); -inf gives 0 and NaN stays NaN, as max
+    returns its second operand); elsewhere x below exp(-86) gives 0 by a compare and select
+    and 2^n is added to the exponent bits in one step (n >= -124).
     """
     emit = lambda text: lines.append("    " * depth + text)  # noqa: E731
+    emit(f"#if defined(__AVX512F__) && {lanes} == 16")
+    emit(f"const wf_vf {name}_x = (wf_vf)_mm512_max_ps(_mm512_set1_ps({EXP_CLAMP}), (__m512)({x}));")
+    emit("#else")
     emit(f"const wf_vi {name}_m = {x} < WF_F({EXP_FLOOR});")
     emit(f"const wf_vf {name}_x = wfc_sel_f({name}_m, WF_F({EXP_FLOOR}), {x});")
+    emit("#endif")
     emit(f"const wf_vf {name}_z = {name}_x * WF_F(0x1.715476p+0f) + WF_F(0x1.8p+23f);")
     emit(f"const wf_vf {name}_n = {name}_z - WF_F(0x1.8p+23f);")
     emit(f"const wf_vf {name}_r = ({name}_x - {name}_n * WF_F(0x1.63p-1f)) - {name}_n * WF_F(-0x1.bd0106p-13f);")
@@ -74,8 +83,12 @@ def exp_nonpositive(lines: list[str], depth: int, x: str, name: str) -> None:
     for coefficient in ("0x1.11121p-7f", "0x1.555382p-5f", "0x1.555554p-3f", "0x1p-1f"):
         emit(f"{name}_p = {name}_p * {name}_r + WF_F({coefficient});")
     emit(f"{name}_p = {name}_p * ({name}_r * {name}_r) + {name}_r + WF_F(0x1p+0f);")
+    emit(f"#if defined(__AVX512F__) && {lanes} == 16")
+    emit(f"const wf_vf {name} = (wf_vf)_mm512_scalef_ps((__m512){name}_p, (__m512){name}_n);")
+    emit("#else")
     emit(f"const wf_vi {name}_e = ((wf_vi){name}_z - (wf_vi)WF_F(0x1.8p+23f)) << 23;")
     emit(f"const wf_vf {name} = wfc_sel_f({name}_m, WF_F(0.0f), (wf_vf)((wf_vi){name}_p + {name}_e));")
+    emit("#endif")
 
 
 class TileBlockWriter:
@@ -183,7 +196,9 @@ class TileBlockWriter:
                 slot = w._slot(dependent).replace(w.row_flat, flats[r], 1)
                 _emit(lines, inner, f"wf_vf wa_l{k}_{r} = wfc_load_f({vector_slot}); float wa_s{k}_{r} = {slot};")
                 # a masked prefix ends (wa_z): its sums are kept as they are (OnlinePassWriter.running_reference)
-                _emit(lines, inner, f"if (!wa_z{r}) {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale}); wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
+                # x * 1 is x (NaN and infinities too): a factor of exactly 1 is skipped
+                _emit(lines, inner, f"if (!wa_z{r} && {scale} != 1.0f) {{ wa_l{k}_{r} = wa_l{k}_{r} * wfc_splat_f({scale});"
+                                    f" wa_s{k}_{r} = wa_s{k}_{r} * {scale}; }}")
                 for v in range(self.vectors):
                     renderer = self._dependent_renderer(lines, inner, counter, dependent, r, v, shared)
                     value = renderer.splat(renderer.render(dependent.fold.term))
@@ -210,7 +225,7 @@ class TileBlockWriter:
             if key not in renderer.memo:
                 argument = renderer.splat(renderer.render(node.operand))
                 name = counter.fresh("wa_e")
-                exp_nonpositive(lines, depth, argument, name)
+                exp_nonpositive(lines, depth, argument, name, lanes)
                 renderer.memo[key] = Value(name, DType.FLOAT32, True)
         return renderer
 
@@ -231,7 +246,8 @@ class TileBlockWriter:
             for v in range(chunk):
                 slot = "&" + w._slot(dependent, f"({var} + {v * lanes})").replace(w.row_flat, flats[r], 1)
                 slots[r, v] = slot
-                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = wa_z{r} ? wfc_load_f({slot})"
+                # a factor of exactly 1 (the max did not move: most blocks) multiplies nothing
+                _emit(lines, inner, f"wf_vf wa_o{r}_{v} = (wa_z{r} || {scale(r)} == 1.0f) ? wfc_load_f({slot})"
                                     f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
         _emit(lines, inner, "#pragma GCC unroll 4")
         _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")

@@ -80,6 +80,17 @@ static inline wf_vi wfc_min_i(wf_vi a, wf_vi b) {{ return wfc_sel_i(a < b, a, b)
 static inline wf_vl wfc_max_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a > b, a, b); }}
 static inline wf_vl wfc_min_l(wf_vl a, wf_vl b) {{ return wfc_sel_l(a < b, a, b); }}
 static inline float wfc_smax_f(float a, float b) {{ return (a > b || a != a) ? a : b; }}
+/* a > b ? a : b, the ordered compare-select (NaN in either, or a == b, gives b): exactly what
+   x86's max instruction computes, so one vmaxps where there is one (a select took three) */
+static inline wf_vf wfc_pmax_f(wf_vf a, wf_vf b) {{
+#if defined(__AVX512F__) && {lanes} == 16
+    return (wf_vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif defined(__AVX2__) && {lanes} == 8
+    return (wf_vf)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    return wfc_sel_f(a > b, a, b);
+#endif
+}}
 /* 1 / d is a normal float (and so x * (1 / d) a faithful x / d): false for 0, denormals, |d| > 2^126, inf, NaN */
 static inline int wfc_recip_ok_f(float d) {{ float m = __builtin_fabsf(d); return m >= 0x1p-126f && m <= 0x1p126f; }}
 static inline float wfc_smin_f(float a, float b) {{ return (a < b || a != a) ? a : b; }}

@@ -90,19 +90,21 @@ from weft.ir import (
 from weft.ir.substitute import map_expr
 from weft.lower.access import row_major_strides
 from weft.lower.fused import (
+    MIN_TILES,
     SCRATCH_BUDGET,
     Tiling,
     choose_tiling,
     function_params,
     region_function_name,
     region_scratch_bytes,
+    region_tiling,
     scratch_views,
     tile_loop,
     tile_shape,
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
-from weft.lower.online_scores import PackedScores, TileFold, packed_scores, tile_fold
+from weft.lower.online_scores import PackedScores, TileFold, packed_scores, row_group_sizes, tile_fold
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
@@ -426,6 +428,8 @@ def factor_streamed_constants(plan: Plan, online: OnlineFold, streamed: dict[str
     the pass, where the value is loaded anyway): at 1024 tokens the scores took a third
     less time. A reassociation, so Inference only (the pass is Inference only); only when
     every reader of the member is in the pass (its terms are where the factor goes back).
+    A member the pass runs on the packed register tile is not factored
+    (``lower_online_region``): its factor goes into the packed queries instead.
     """
     factors: dict[str, Const] = {}
     kernels = {}
@@ -460,6 +464,27 @@ def factor_streamed_constants(plan: Plan, online: OnlineFold, streamed: dict[str
     return plan, online
 
 
+def row_group_tiling(plan: Plan, region: FusedRegion, tiling: Tiling, online_pass: OnlinePass, fits) -> Tiling | None:
+    """A tiling whose tile along the register tile's rows is a whole number of its row groups
+    (``row_group_sizes``), or None when ``tiling``'s already is or none that fits wastes less.
+
+    A row group past the tile's last row repeats that row (``PackedScores``): attention
+    5184 x 32 in tiles of 64 queries ran 11 groups of 6 rows per tile, 66 rows' scores, exps
+    and P x V for 64 (3%); tiles of 72 run 12 groups and none twice."""
+    scores = online_pass.scores
+    if scores is None or scores.rows <= 1 or not tiling.axes:
+        return None
+    primary, extent, size = tiling.axes[-1]
+    _, _, start, _ = online_pass.rows[-1]
+    if isinstance(start, int) or online_pass.row_counts[-1] != size or size % scores.rows == 0:
+        return None  # the rows are not tiled along the primary axis, or already in whole groups
+    for candidate in row_group_sizes(extent, size, scores.rows):
+        regrouped = region_tiling(plan, region, candidate, primary)
+        if regrouped.count >= min(MIN_TILES, tiling.count) and fits(regrouped):
+            return regrouped
+    return None
+
+
 def lower_online_region(
     plan: Plan, region: FusedRegion, found: OnePass | None, views: dict[str, BufferView], target: Target,
     taken: set[str],
@@ -469,11 +494,11 @@ def lower_online_region(
     if target.contract != "inference" or region.tile_axis is None or found is None:
         return None
     streamed = dict(found.streamed)
+    whole_plan, whole_online = plan, found.online
     plan, online = factor_streamed_constants(plan, found.online, streamed)
     skipped = set(online.dissolved) | set(streamed)
     kept_private = tuple(name for name in region.private if name not in skipped)
     block = min(online.extent, PASS_BLOCK)
-    probe = set(taken)
 
     def fits(tiling: Tiling) -> bool:
         blocks = sum(
@@ -483,17 +508,34 @@ def lower_online_region(
         used = region_scratch_bytes(plan, region, tiling, kept_private) + 4 * blocks + _state_bytes(plan, online, tiling)
         return used <= SCRATCH_BUDGET
 
+    def lowered_pass(tiling: Tiling):
+        """(pass, local views, scratch, names taken, (plan, online) it was built from)."""
+        probe = set(taken)
+        local_views, scratch = scratch_views(plan, views, tiling, probe, kept_private)
+        streamed_views, streamed_scratch = block_views(plan, streamed, tiling, block, probe)
+        local_views.update(streamed_views)
+        online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
+        source = (plan, online)
+        if online_pass.scores is not None and plan is not whole_plan:
+            # on the register tile the scores' constant factor goes into the packed row factor
+            # (PackedScores.scale: once per q element and tile, not once per score): unfactored
+            whole = build_pass(whole_plan, region, whole_online, streamed, local_views, tiling, block, target)
+            if whole.scores is not None:
+                online_pass, source = whole, (whole_plan, whole_online)
+        return online_pass, local_views, scratch + streamed_scratch, probe, source
+
     tiling = choose_tiling(plan, region, target.lanes, fits)
     if tiling is None:
         return None
-    local_views, scratch = scratch_views(plan, views, tiling, probe, kept_private)
-    streamed_views, streamed_scratch = block_views(plan, streamed, tiling, block, probe)
-    local_views.update(streamed_views)
-    scratch = scratch + streamed_scratch
     try:
-        online_pass = build_pass(plan, region, online, streamed, local_views, tiling, block, target)
+        online_pass, local_views, scratch, probe, (chosen_plan, chosen_online) = lowered_pass(tiling)
+        regrouped = row_group_tiling(plan, region, tiling, online_pass, fits)
+        if regrouped is not None:
+            tiling = regrouped
+            online_pass, local_views, scratch, probe, (chosen_plan, chosen_online) = lowered_pass(tiling)
     except _Unmappable:
         return None
+    plan, online = chosen_plan, chosen_online
     tile = online_pass.tile
     packed = online_pass.dependents[tile.value_dependent].fold.member if tile is not None and tile.pack_rest else None
     if one_pass_declined(plan, region, online, found.schedule, packed) is not None:

@@ -8,7 +8,9 @@ contraction microkernel's register tile instead of its own member nest:
 - the column factor (``k``) is packed **once per function call**, before the tile loop, into
   key blocks ``kp[batch point][block][d][block columns]`` (zeros past the pass axis), so every
   query tile reads the same packed panel (its gathers are paid once, not once per tile);
-- the row factor (``q``) is packed once per tile into ``qp[row][d]``;
+- the row factor (``q``) is packed once per tile into ``qp[row][d]``, times the body's constant
+  factors (attention's ``1 / sqrt(d)``: a reassociation, ``sum (q c) k`` for ``c sum q k``, once
+  per element of ``q`` per tile instead of once per score);
 - a block of scores is ``MICRO_ROWS`` rows x ``block`` columns of FMA accumulators over ``d``
   (6 x 4 vectors = 24 of the 32 AVX-512 registers, as in ``weft.lower.contraction``), stored to
   the block scratch the rest of the pass already reads.
@@ -57,7 +59,7 @@ class PackedScores:
     lanes: int
     rows: int = MICRO_ROWS
     packed_k: str = "wa_kp"
-    scale: float = 1.0  # the body's constant factors, applied once per score (Inference)
+    scale: float = 1.0  # the body's constant factors, folded into the packed row factor (Inference: q * c, then the FMA chain)
     mask: Expr | None = None  # causal: where(mask, sum, masked) with mask free of the fold axis
     masked: float = 0.0
 
@@ -123,6 +125,23 @@ def packed_scores(
         extent=extent, block=block, lanes=lanes, rows=max(1, min(MICRO_ROWS, TILE_REGISTERS // (block // lanes), tile_rows)),
         scale=scale, mask=mask, masked=masked,
     )
+
+
+def row_group_sizes(extent: int, size: int, rows: int) -> list[int]:
+    """Tile sizes along the register tile's rows to try instead of ``size``: multiples of
+    ``rows`` from 3/4 to 3/2 of ``size`` that compute fewer rows than ``size`` does over
+    ``extent`` (a tile's last group repeats its last row where it falls short), the fewest
+    first, then those dividing ``extent`` (equal tiles: threads that share them evenly share
+    the work evenly; 5184 x 32 in tiles of 66 left a last tile of 36 rows, 79 tiles for 2
+    threads), then the nearest to ``size`` (the budget it was chosen for), then the larger."""
+    def computed(tile: int) -> int:
+        whole, rest = divmod(extent, tile)
+        return whole * -(-tile // rows) * rows + -(-rest // rows) * rows
+
+    now = computed(size)
+    candidates = [tile for tile in range(rows, size * 3 // 2 + 1, rows)
+                  if tile * 4 >= size * 3 and tile <= extent and computed(tile) < now]
+    return sorted(candidates, key=lambda tile: (computed(tile), extent % tile != 0, abs(tile - size), -tile))
 
 
 def _masked_body(kernel: Kernel) -> tuple[Expr | None, float, Expr | None]:
