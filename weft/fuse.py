@@ -109,10 +109,8 @@ def region_pricing(plan: Plan, config: Config, target: Target, profile=None):
     profile = profile or machine_profile(config.cache_dir, cc=config.cc)
     pricer = Pricer(machine_numbers(profile, config.threads), config.contract)
     lowering = _PricingLowering(target, online_lowering_for(config.contract))
-    pricing = PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
-                          profile.page_bytes)
-    pricing.fits = candidate_fits(plan, target, config.contract)
-    return pricing
+    return PlanPricing(plan, pricer, lowering, config.budget_s * PRICING_SHARE, profile.first_touch_s_per_page,
+                       profile.page_bytes, fits=candidate_fits(plan, target, config.contract))
 
 
 def candidate_fits(plan: Plan, target: Target, contract: str):
@@ -120,15 +118,14 @@ def candidate_fits(plan: Plan, target: Target, contract: str):
     library body's matcher admits, else why not (``weft.compose.priced.survey_candidates``)."""
     from weft.decide.library import admissions
 
-    generic = region_fits(plan, target, online_lowering_for(contract))
-    answers: dict[tuple, str | None] = {}  # the survey and the policy ask of the same regions
+    generic = region_fits(plan, target, online_lowering_for(contract))  # remembers its answers
+    admitted: dict[tuple[str, ...], bool] = {}
 
     def fits(region):
-        key = (region.anchor, region.members)
-        if key not in answers:
-            why = generic(region)
-            answers[key] = None if why is None or admissions(plan, region.members, contract) else why
-        return answers[key]
+        why = generic(region)
+        if why is not None and region.members not in admitted:
+            admitted[region.members] = bool(admissions(plan, region.members, contract))
+        return None if why is None or admitted[region.members] else why
 
     return fits
 

@@ -114,16 +114,9 @@ def test_unfused_members_pay_for_their_intermediate_at_the_plan_distance():
     from weft.compose.regions import grow
     from weft.cost.bridge import PlanPricing
     from weft.cost.search import Pricer
-    from weft.ir import Axis, Buffer, DType, Kernel, Plan, Role, Unary, UnaryOp
 
     n = 1 << 24
-    f32 = DType.FLOAT32
-    plan = Plan(
-        (Buffer("x", (n,), f32, Role.INPUT), Buffer("t", (n,), f32, Role.INTERMEDIATE), Buffer("y", (n,), f32, Role.OUTPUT)),
-        (Kernel("t", (Axis("i", n),), Unary(UnaryOp.NEG, load("x", "i"))),
-         Kernel("y", (Axis("i", n),), Unary(UnaryOp.NEG, load("t", "i")))),
-        ("x",), ("y",), "chain",
-    )
+    plan = _negate_chain(n)
     numbers = machine_numbers(fixed_profile(), 1)
     homes = plan_homes(plan, numbers.capacities)
     assert homes["y"]["t"] == 3  # 64 MiB since it was written: gone from the 32 MiB L3
@@ -195,18 +188,24 @@ def test_two_threads_find_an_intermediate_in_the_whole_l3_not_in_one_threads_sha
     from weft.cost.bridge import PlanPricing
     from weft.cost.search import Pricer
     from weft.fuse import _PricingLowering
-    from weft.ir import Axis, Buffer, DType, Kernel, Plan, Role, Unary, UnaryOp
 
     n = 3 << 20  # 12 MiB each: x, t and y (36 MiB, the whole plan) spread over a 32 MiB L3
-    f32 = DType.FLOAT32
-    plan = Plan(
-        (Buffer("x", (n,), f32, Role.INPUT), Buffer("t", (n,), f32, Role.INTERMEDIATE), Buffer("y", (n,), f32, Role.OUTPUT)),
-        (Kernel("t", (Axis("i", n),), Unary(UnaryOp.NEG, load("x", "i"))),
-         Kernel("y", (Axis("i", n),), Unary(UnaryOp.NEG, load("t", "i")))),
-        ("x",), ("y",), "chain",
-    )
+    plan = _negate_chain(n)
     one, two = machine_numbers(fixed_profile(), 1), machine_numbers(fixed_profile(), 2)
     assert two.capacities[2] == pytest.approx(one.capacities[2] / 2)  # the layer condition: one thread's share
     for numbers in (one, two):
         pricing = PlanPricing(plan, Pricer(numbers, "strict"), _PricingLowering(Target(16, "strict"), None), 10.0)
         assert pricing.member_homes["y"]["t"] == 2  # t read back 12 MiB after it was written: in L3
+
+
+def _negate_chain(n: int):
+    """x -> t = -x -> y = -t, each n floats: t is written, then read back by the next member."""
+    from weft.ir import Axis, Buffer, DType, Kernel, Plan, Role, Unary, UnaryOp
+
+    f32 = DType.FLOAT32
+    return Plan(
+        (Buffer("x", (n,), f32, Role.INPUT), Buffer("t", (n,), f32, Role.INTERMEDIATE), Buffer("y", (n,), f32, Role.OUTPUT)),
+        (Kernel("t", (Axis("i", n),), Unary(UnaryOp.NEG, load("x", "i"))),
+         Kernel("y", (Axis("i", n),), Unary(UnaryOp.NEG, load("t", "i")))),
+        ("x",), ("y",), "chain",
+    )

@@ -52,8 +52,9 @@ class PlanPricing:
     """
 
     def __init__(self, plan: Plan, pricer: Pricer, lowering, budget_s: float, page_seconds: float = 0.0,
-                 page_bytes: int = 4096) -> None:
+                 page_bytes: int = 4096, fits=None) -> None:
         self.plan = plan
+        self.fits = fits  # the policy's ``fits`` (weft.compose.priced): which candidates can be emitted fused
         self.page_seconds = page_seconds  # the profile's first-touch cost of a fresh page
         self.page_bytes = page_bytes
         self.pricer = pricer

@@ -83,7 +83,9 @@ class MachineNumbers:
 def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
     clock = profile.clock_hz or 3.0e9
     threads = max(1, min(threads, profile.logical_cpus))
-    l3_share = profile.l3_bytes / threads if profile.l3_bytes else 8 * 1024**2
+    l3 = profile.l3_bytes or 8 * 1024**2
+    l3_share = profile.l3_bytes / threads if profile.l3_bytes else l3
+    private = (CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19))
 
     def per_cycle(kind: str, count: int) -> tuple[float, ...]:
         return tuple(profile.level_bandwidth(level, kind, count) / clock for level in LEVELS)
@@ -96,10 +98,8 @@ def machine_numbers(profile: MachineProfile, threads: int) -> MachineNumbers:
         profile_id=profile.profile_id,
         threads=threads,
         clock_hz=clock,
-        capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
-                    CACHE_SHARE[2] * l3_share),
-        shared_capacities=(CACHE_SHARE[0] * (profile.l1d_bytes or 32768), CACHE_SHARE[1] * (profile.l2_bytes or 2**19),
-                           CACHE_SHARE[2] * (profile.l3_bytes or 8 * 1024**2)),
+        capacities=(*private, CACHE_SHARE[2] * l3_share),
+        shared_capacities=(*private, CACHE_SHARE[2] * l3),
         read_bytes_per_cycle=per_cycle("read", threads),
         write_bytes_per_cycle=per_cycle("write", threads),
         serial_read=per_cycle("read", 1),

@@ -187,10 +187,7 @@ class RaceInputs:
             buffer = buffers[name]
             dtype = NUMPY_DTYPE[buffer.dtype]
             if buffer.dtype.is_float:
-                if np.dtype(dtype) in (np.float32, np.float64):  # drawn in its own precision: no float64 detour
-                    array = rng.standard_normal(buffer.shape, dtype=dtype)
-                else:
-                    array = rng.standard_normal(buffer.shape).astype(dtype)
+                array = rng.standard_normal(buffer.shape, dtype=dtype)  # float32 drawn directly: no float64 detour
                 array[array == 0] = 1.0
             elif buffer.dtype.is_int:
                 array = rng.integers(0, 2, buffer.shape).astype(dtype)
