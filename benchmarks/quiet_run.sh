@@ -60,6 +60,11 @@ torch() { THP_MEM_ALLOC_ENABLE=1 $E python benchmarks/torch_models.py --out $R/t
           $E python benchmarks/torch_buckets.py --out $R/torch-buckets-minilm-8x100-120-128-t1-quiet-$D.json; }
 
 sections=("$@")
+# never overwrite an earlier record: a second run on the same date takes another D (D=20261202s8)
+if [ -z "${FORCE:-}" ] && { compgen -G "$R/*-$D.json" || compgen -G "$R/*-$D/"; } >/dev/null; then
+  echo "results for D=$D exist already in $R (a record of an earlier run): set another D, or FORCE=1 to overwrite" >&2
+  exit 2
+fi
 [ ${#sections[@]} -eq 0 ] && sections=(compile pricing priced whole peers attention fusion membound conv examples shapes torch)
 log start $(git rev-parse --short HEAD) cache $WEFT_CACHE_DIR
 log calibrate; calibrate
