@@ -17,7 +17,10 @@ Three parts, all in one process, on this machine's calibrated profile:
    timed at 1 and 2 threads (median of repeated calls) beside its predicted cycles:
    the Spearman rank correlation of predicted vs measured, and, per fused-vs-unfused
    pair whose measured margin exceeds 10%, whether the predicted winner is the
-   measured one (misses listed with both numbers).
+   measured one (misses listed with both numbers). Under each contract of
+   ``--contracts`` (default both: Inference's one-pass forms are priced too, and
+   a Strict-only check never saw them), each with its own numbers in the JSON's
+   ``accuracy[contract]``.
 
 The machine is shared with other work: timings carry that noise (the JSON records the
 load average before and after each part).
@@ -304,9 +307,11 @@ def main() -> None:
     parser.add_argument("--skip-speed", action="store_true", help="accuracy only")
     parser.add_argument("--workloads", default="", help="accuracy over these workloads only (comma-separated)")
     parser.add_argument("--budget-only", action="store_true", help="the budget overruns only (no speed rows, no accuracy)")
+    parser.add_argument("--contracts", default="strict,inference",
+                        help="accuracy under these contracts (comma-separated; each reported on its own)")
     args = parser.parse_args()
     profile = machine_profile()
-    result = {"schema": "weft-pricing/1", "profile_id": profile.profile_id, "cpu": profile.cpu_model,
+    result = {"schema": "weft-pricing/2", "profile_id": profile.profile_id, "cpu": profile.cpu_model,
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": load()}
     speed = []
     for name, params in (("vit-block", {}), ("qwen-decode-step", {}), ("sam3-encoder", {})):
@@ -335,17 +340,23 @@ def main() -> None:
                   flush=True)
     if not args.skip_accuracy and not args.budget_only:
         result["load_accuracy_start"] = load()
-        acc = accuracy(profile, "strict", args.per_workload,
-                       workloads=set(filter(None, args.workloads.split(","))))
-        result["accuracy"] = acc
+        result["accuracy"] = {}
+        for contract in filter(None, args.contracts.split(",")):
+            if contract not in ("strict", "inference"):
+                parser.error(f"--contracts: unknown contract {contract!r} (strict, inference)")
+            acc = accuracy(profile, contract, args.per_workload,
+                           workloads=set(filter(None, args.workloads.split(","))))
+            result["accuracy"][contract] = acc
+            print(f"accuracy {contract}: {len(acc['programs'])} programs, Spearman {acc['spearman']:.3f} (by threads:"
+                  f" {', '.join(f'{t}: {r:.3f}' for t, r in acc['spearman_by_threads'].items())});"
+                  f" winner agreement {acc['agreeing']}/{acc['decisive_pairs']} pairs with a measured margin over 10%",
+                  flush=True)
+            for miss in acc["misses"]:
+                print(f"  miss {miss['workload']} [{' '.join(miss['region'])}] @{miss['threads']} ({miss['form']}):"
+                      f" predicted unfused {miss['predicted_unfused_s'] * 1e3:.3f} ms fused"
+                      f" {miss['predicted_fused_s'] * 1e3:.3f} ms; measured unfused {miss['measured_unfused_s'] * 1e3:.3f}"
+                      f" ms fused {miss['measured_fused_s'] * 1e3:.3f} ms")
         result["load_accuracy_end"] = load()
-        print(f"accuracy: {len(acc['programs'])} programs, Spearman {acc['spearman']:.3f} (by threads:"
-              f" {', '.join(f'{t}: {r:.3f}' for t, r in acc['spearman_by_threads'].items())});"
-              f" winner agreement {acc['agreeing']}/{acc['decisive_pairs']} pairs with a measured margin over 10%")
-        for miss in acc["misses"]:
-            print(f"  miss {miss['workload']} [{' '.join(miss['region'])}] @{miss['threads']}: predicted unfused"
-                  f" {miss['predicted_unfused_s'] * 1e3:.3f} ms fused {miss['predicted_fused_s'] * 1e3:.3f} ms;"
-                  f" measured unfused {miss['measured_unfused_s'] * 1e3:.3f} ms fused {miss['measured_fused_s'] * 1e3:.3f} ms")
     result["load_end"] = load()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

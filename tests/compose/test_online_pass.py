@@ -109,3 +109,56 @@ def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads,
     assert "wo_g1_0" in _source(compiled)  # at least two rows share the V loads
     expected = attention64(q, k, v)
     assert_inference_close(compiled(q, k, v), expected)
+
+
+def _one_pass_source(compiled) -> str:
+    assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
+    return _source(compiled)
+
+
+def test_block_max_of_a_pass_over_given_scores_runs_on_four_chains(fused_config):
+    # softmax(s) @ v over 1000 given scores per row: one block (nothing streamed), the row max
+    # read by the pass alone, so it folds by compare-select on four independent vector chains
+    # and its 16 lanes by a tree of shuffles (not one lane at a time); the maximum of each row
+    # sits in a different chain or the tail, one row holds a NaN, one is all -inf but one point
+    rows, keys, width = 6, 1000, 16
+    plan = nn.trace(lambda s, v: nn.matmul(nn.softmax(s), v), nn.spec((1, rows, keys)), nn.spec((1, keys, width)))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    source = _one_pass_source(compiled)
+    assert "wo_vm3 = wfc_pmax_f(wo_vm3" in source and "wo_l++) wo_bm =" not in source
+    rng = np.random.default_rng(7)
+    s = rng.standard_normal((1, rows, keys)).astype(np.float32)
+    v = rng.standard_normal((1, keys, width)).astype(np.float32)
+    for row, at in enumerate((5, 21, 40, 62, 997)):
+        s[0, row, at] = 30.0
+    s[0, 3, :] = -np.inf
+    s[0, 3, 62] = 2.0
+    s[0, 5, 333] = np.nan
+    got = compiled(s, v)
+    s64 = s.astype(np.float64)[0, :5]
+    p = np.exp(s64 - s64.max(axis=1, keepdims=True))
+    expected = (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)[0]
+    assert np.isnan(got[0, 5]).all()
+    assert_inference_close(got[0, :5], expected)
+
+
+def test_block_max_read_after_the_pass_keeps_the_nan_propagating_max_on_four_chains(fused_config):
+    # cross-entropy reads the row max after the pass (it adds it back): the chains fold by the
+    # NaN-propagating max, and a NaN logit gives a NaN loss
+    rows, vocab = 6, 1000
+    plan = nn.trace(lambda x, t: nn.cross_entropy(x, t, reduction="none"), nn.spec((rows, vocab)),
+                    nn.spec((rows,), "int64"))
+    compiled = weft.compile(plan, config=fused_config("inference"))
+    source = _one_pass_source(compiled)
+    assert "wo_vm3 = wfc_max_f(wo_vm3" in source and "wo_l++) wo_bm =" not in source
+    x = np.random.default_rng(8).standard_normal((rows, vocab)).astype(np.float32)
+    for row, at in enumerate((5, 21, 40, 62, 997)):
+        x[row, at] = 30.0
+    x[5, 333] = np.nan
+    t = np.array([5, 0, 40, 999, 997, 1], dtype=np.int64)
+    x64 = x.astype(np.float64)
+    m = x64.max(axis=1)
+    expected = np.log(np.exp(x64 - m[:, None]).sum(axis=1)) + m - x64[np.arange(rows), t]
+    got = compiled(x, t)
+    assert np.isnan(got[5])
+    np.testing.assert_allclose(got[:5], expected[:5], rtol=1e-5, atol=1e-5)

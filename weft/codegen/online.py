@@ -21,13 +21,16 @@ import re
 
 from weft.codegen.body import SCALAR_TYPE, BodyRenderer, Counter, Value, scalar_unary
 from weft.codegen.online_scores import write_block, write_row_packing
-from weft.codegen.online_tile import write_tile_block
-from weft.codegen.render import NestWriter, combine, fold_identity
+from weft.codegen.online_tile import vector_max, write_tile_block
+from weft.codegen.render import NestWriter, combine, fold_identity, lane_tree
 from weft.codegen.values import c_value
-from weft.ir import AxisIndex, Expr, Kernel, UnaryOp, expr_axes, expr_children
+from weft.ir import AxisIndex, Combiner, Expr, Kernel, UnaryOp, expr_axes, expr_children
 from weft.ir.substitute import substitute_axes
 from weft.lower.nest import BufferView
 from weft.lower.online import OnlinePass, PassDependent
+
+REFERENCE_CHAINS = 4
+"""Vector accumulators of the block's reference fold (the row max): independent chains."""
 
 
 def row_flat(rows, counts) -> str:
@@ -59,6 +62,7 @@ class OnlinePassWriter:
         self.name = online_pass.name
         self.scores = online_pass.scores
         self.tile = online_pass.tile
+        self.plain_max = online_pass.plain_max
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
 
@@ -224,18 +228,37 @@ class OnlinePassWriter:
         emit(depth, f"{ctype} wo_bm = wo_ref_old[0];")
         if self.fold_lanes:
             identity = fold_identity(combiner, dtype)
-            emit(depth, f"wf_vf wo_vm = wfc_splat_f({identity});")
-            emit(depth, f"for (; {self.step} + {self.lanes} <= wo_stop; {self.step} += {self.lanes}) {{")
-            renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
-            renderer.vector_axis = online.reference_axis
-            term = renderer.splat(renderer.render(online.reference_term))
-            if self.rounded:
-                emit(depth + 1, f"const wf_vf wo_tv = {term}; wfc_store_f(&wo_t[{self.step} - wo_jb], wo_tv);")
-                term = "wo_tv"
-            emit(depth + 1, f"wo_vm = {combine(combiner, dtype, True, 'wo_vm', term)};")
-            emit(depth, "}")
-            pick = combine(combiner, dtype, False, "wo_bm", "wo_vm[wo_l]")
-            emit(depth, f"for (int wo_l = 0; wo_l < {self.lanes}; wo_l++) wo_bm = {pick};")
+            plain = self.plain_max and combiner is Combiner.MAX
+
+            def fold(acc: str, term: str) -> str:
+                return vector_max(acc, term, True) if plain else combine(combiner, dtype, True, acc, term)
+
+            # REFERENCE_CHAINS vector accumulators (max/min is exact in any order: NaN propagates
+            # from any position), so the block max waits on a chain a quarter as long
+            chains = REFERENCE_CHAINS if self.block >= REFERENCE_CHAINS * self.lanes else 1
+            for chain in range(chains):
+                emit(depth, f"wf_vf wo_vm{chain or ''} = wfc_splat_f({identity});")
+            width = chains * self.lanes
+            for unrolled in ((chains, width), (1, self.lanes)) if chains > 1 else ((1, self.lanes),):
+                count, stride = unrolled
+                emit(depth, f"for (; {self.step} + {stride} <= wo_stop; {self.step} += {stride}) {{")
+                for chain in range(count):
+                    env = {**env_ref, online.reference_axis: f"({self.step} + {chain * self.lanes})"} if chain else env_ref
+                    renderer = self._renderer(lines, depth + 1, counter, env, {})
+                    renderer.vector_axis = online.reference_axis
+                    term = renderer.splat(renderer.render(online.reference_term))
+                    at = f"{self.step} - wo_jb" + (f" + {chain * self.lanes}" if chain else "")
+                    if self.rounded:
+                        emit(depth + 1, f"const wf_vf wo_tv{chain} = {term}; wfc_store_f(&wo_t[{at}], wo_tv{chain});")
+                        term = f"wo_tv{chain}"
+                    acc = f"wo_vm{chain or ''}"
+                    emit(depth + 1, f"{acc} = {fold(acc, term)};")
+                emit(depth, "}")
+            for chain in range(1, chains):
+                emit(depth, f"wo_vm = {fold('wo_vm', f'wo_vm{chain}')};")
+            for shuffle in lane_tree(self.lanes):  # lanes folded in registers: lane 0 holds them all
+                emit(depth, f"wo_vm = {fold('wo_vm', shuffle.format(v='wo_vm'))};")
+            emit(depth, f"wo_bm = {combine(combiner, dtype, False, 'wo_bm', 'wo_vm[0]')};")
         emit(depth, f"for (; {self.step} < wo_stop; {self.step}++) {{")
         renderer = self._renderer(lines, depth + 1, counter, env_ref, {})
         term = renderer.render(online.reference_term).code

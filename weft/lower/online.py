@@ -158,6 +158,8 @@ class OnlinePass:
     rounded: bool = False  # the reference terms are kept (wo_t) and read back by the dependents
     scores: PackedScores | None = None  # the streamed contraction on the register tile (online_scores)
     tile: TileFold | None = None  # the folds on that register tile, full key blocks (online_scores)
+    plain_max: bool = False  # only the pass reads the reference: the block max folds by compare-select
+    # (``TileFold.plain_max``: a NaN term still makes its row's outputs NaN)
 
     @property
     def name(self) -> str:
@@ -313,7 +315,7 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     # attention's fully-masked-row select reads it, and a NaN max there is a NaN row, not a masked one
     unseen = all(reader in set(online.members) | set(online.dissolved) for reader in plan.readers_of(reference.output))
     tile = tile_fold(online_pass, target.lanes, unseen, set(region.members))
-    return online_pass if tile is None else dataclasses.replace(online_pass, tile=tile)
+    return dataclasses.replace(online_pass, tile=tile, plain_max=unseen)
 
 
 def block_views(
