@@ -366,6 +366,10 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
         facts = nest_facts(fake, scratch_pointers, contract)
         accesses = tuple(replace(a, scratch=a.scratch or a.buffer in private) for a in facts.accesses)
         ops = facts.ops
+        tile = getattr(nest, "tile", None)
+        if tile is not None and nest.scores is not None and position == 1 + (tile.value_dependent or 0) and own:
+            # the value dependent (attention's p x V) runs on the scores' register tile for every full block
+            facts = replace(facts, library=True, register_tile=(nest.scores.rows, tile.chunk_vectors * nest.lanes))
         if position == 0 and nest.online.dissolved:
             ops = replace(ops, exp=ops.exp + 1.0, arithmetic=ops.arithmetic + 2.0)
         result.append(replace(facts, accesses=accesses, ops=ops))
