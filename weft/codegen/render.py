@@ -116,6 +116,7 @@ class NestWriter:
         if packed:
             renderer.packed = dict(self.panels)
         renderer.memo = dict(self.hoisted)
+        renderer.line_loads = not self.nest.l1_reads
         return renderer
 
     def hoist(self, depth: int, points) -> None:

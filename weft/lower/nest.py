@@ -105,6 +105,9 @@ class MemberNest:
     staged: tuple[Load, ...] = ()  # fold lanes: loads copied once per thread into a buffer whose
     # lines meet the peeled weight stream's (the x of a matrix-vector product; weft.lower.fold_stream)
     prefetch: tuple[Prefetch, ...] = ()  # the next tile's streams, one prefetch per vector (weft.lower.row_prefetch)
+    l1_reads: bool = False  # its reads are in L1 (an earlier member of the tile read them): a vector
+    # is one unaligned load, not a whole-line read (two loads and a permute, which pay off only
+    # against memory; weft.lower.row_prefetch)
 
     @property
     def name(self) -> str:
@@ -134,6 +137,8 @@ class MemberNest:
             parts.append(f"fold in chunks of {self.fold_chunk}")
         if self.prefetch:
             parts.append("prefetches the next tile's " + ", ".join(p.pointer for p in self.prefetch))
+        if self.l1_reads:
+            parts.append("reads from L1")
         parts.append("parallel" if self.parallel else "serial")
         return f"{self.kernel.output}: " + "; ".join(parts)
 
