@@ -27,9 +27,11 @@ generated softmax 8192 x 1024, 1 thread, per-call minimum interleaved with main 
 0.978 (p10 0.909); layer norm 1.002 (already ~94% of its floor at its best call). A prefetch
 changes no value: outputs are the same bytes with and without it.
 
-The members after the read find the row in L1, so their vectors are read by one unaligned load
-each (``MemberNest.l1_reads``) instead of as whole lines (two loads and a permute, which pay
-off against memory only): softmax, same run, 0.925 against main (p10 0.896) with both.
+A member after the read that computes a transcendental (softmax's exps: compute-bound) finds
+the row in L1 and reads each vector by one unaligned load (``MemberNest.l1_reads``) instead of
+as a whole line (two loads and a permute, competing with the exps): softmax, 1 thread, against
+main with both, 0.90-0.925 (p10 0.85-0.90). Layer norm's members, which compute little, lost
+with plain loads (1.26x, inputs at +16 B), so they keep the line loads.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from weft.ir import AxisIndex, Plan
+from weft.ir import TRANSCENDENTAL, AxisIndex, Plan, Unary, walk_expr
 from weft.lower.access import row_major_strides
 from weft.lower.nest import BufferView, MemberNest, Prefetch
 from weft.lower.values import Minimum, Product, Sum, Var
@@ -54,6 +56,10 @@ def carrier_axis(nest: MemberNest) -> tuple[str, int] | None:
     else:
         return None
     return axis.name, axis.extent
+
+
+def _transcendental(nest: MemberNest) -> bool:
+    return any(isinstance(node, Unary) and node.op in TRANSCENDENTAL for node in walk_expr(nest.kernel.body))
 
 
 def _streams(plan: Plan, nests: tuple[MemberNest, ...], params: tuple[BufferView, ...], tile_axis: str,
@@ -95,8 +101,9 @@ def with_row_prefetch(plan: Plan, nests: tuple, params: tuple[BufferView, ...], 
         carriers.append((position, axis))
     if not streams or not carriers:
         return nests
-    # every member after the read finds the row in L1: plain vector loads
-    nests = [nest if position == 0 else dataclasses.replace(nest, l1_reads=True) for position, nest in enumerate(nests)]
+    # a member after the read that computes a transcendental (compute-bound) loads plain vectors
+    nests = [dataclasses.replace(nest, l1_reads=True) if position and _transcendental(nest) else nest
+             for position, nest in enumerate(nests)]
     following = Minimum(Sum(Var(tile_variable), 1), extent - 1)
     for number, (view, row) in enumerate(streams):
         position, (axis, steps) = carriers[number % len(carriers)]
