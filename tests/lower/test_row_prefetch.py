@@ -87,7 +87,7 @@ def test_row_chain_bytes_follow_neither_threads_nor_addresses(rows, cols, which,
         np.testing.assert_array_equal(result.view(np.uint32), results[0].view(np.uint32))
     expected = _reference(which, x, *params)
     assert_inference_close(results[0], expected, f"{which} {rows}x{cols}")
-    monkeypatch.setattr(fused, "with_row_prefetch", lambda plan, nests, *rest: nests)
+    monkeypatch.setattr(fused, "with_row_prefetch", lambda nests, *rest: nests)
     # a cache of its own: the compile record would hand back the first compile
     without = weft.compile(plan, config=dataclasses.replace(make_config("inference", threads=1, fusion="greedy"),
                                                             cache_dir=tmp_path))

@@ -425,7 +425,7 @@ def lower_region(
     single = tiling.count == 1
     nests = tuple(tiled_nest(plan, name, local_views, target, tiling, single) for name in region.members)
     params = function_params(nests, region.private)
-    nests = with_row_prefetch(plan, nests, params, tiling, TILE_VARIABLE, target.contract)
+    nests = with_row_prefetch(nests, params, tiling, TILE_VARIABLE, target.contract)
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,

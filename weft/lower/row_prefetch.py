@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from weft.ir import TRANSCENDENTAL, AxisIndex, Plan, Unary, walk_expr
+from weft.ir import TRANSCENDENTAL, AxisIndex, Unary, walk_expr
 from weft.lower.access import row_major_strides
 from weft.lower.nest import BufferView, MemberNest, Prefetch
 from weft.lower.values import Minimum, Product, Sum, Var
@@ -62,8 +62,7 @@ def _transcendental(nest: MemberNest) -> bool:
     return any(isinstance(node, Unary) and node.op in TRANSCENDENTAL for node in walk_expr(nest.kernel.body))
 
 
-def _streams(plan: Plan, nests: tuple[MemberNest, ...], params: tuple[BufferView, ...], tile_axis: str,
-             member_axes) -> list[tuple[BufferView, int]]:
+def _streams(nests: tuple[MemberNest, ...], params: tuple[BufferView, ...], tile_axis: str, member_axes) -> list[tuple[BufferView, int]]:
     """(view, elements per row) of each input the tile walks one leading index at a time."""
     written = {nest.kernel.output for nest in nests}
     streams = []
@@ -83,7 +82,7 @@ def _streams(plan: Plan, nests: tuple[MemberNest, ...], params: tuple[BufferView
     return streams
 
 
-def with_row_prefetch(plan: Plan, nests: tuple, params: tuple[BufferView, ...], tiling, tile_variable: str,
+def with_row_prefetch(nests: tuple, params: tuple[BufferView, ...], tiling, tile_variable: str,
                       contract: str) -> tuple:
     """``nests`` with the next tile's streams prefetched (module docstring), or unchanged when
     the region is not a row chain tiled one leading index at a time under Inference."""
@@ -92,7 +91,7 @@ def with_row_prefetch(plan: Plan, nests: tuple, params: tuple[BufferView, ...], 
     tile_axis, extent, size = tiling.axes[0]
     if size != 1 or not all(isinstance(nest, MemberNest) for nest in nests):
         return nests
-    streams = _streams(plan, nests, params, tile_axis, tiling.member_axes)
+    streams = _streams(nests, params, tile_axis, tiling.member_axes)
     carriers = []
     for position, nest in enumerate(nests):
         axis = carrier_axis(nest)
