@@ -131,6 +131,10 @@ class BodyRenderer:
         self.staged: dict[Load, tuple[str, str]] = {}
         self.aligned: frozenset[Load] = frozenset()
         self.span: tuple[str, str] | None = None
+        # contiguous float32 vectors read as whole 64-byte lines (two aligned loads and a permute:
+        # cheaper for a memory stream); False: one unaligned load (a compute-bound loop, whose
+        # permutes would compete with its arithmetic: weft.codegen.online_rows)
+        self.line_loads = True
 
     # ------------------------------------------------------------------ helpers
 
@@ -511,7 +515,8 @@ class BodyRenderer:
                 address = self.address(view, positions)
             else:
                 address = self.address(view, load.index)
-            loader = "wfc_load_lines_f" if view.dtype is DType.FLOAT32 else f"wfc_load_{SUFFIX[view.dtype]}"
+            loader = (("wfc_load_lines_f" if self.line_loads else "wfc_load_f") if view.dtype is DType.FLOAT32
+                      else f"wfc_load_{SUFFIX[view.dtype]}")
             return self.local(view.dtype, True, f"{loader}(&{view.pointer}[{address}])")
         step = address_step(load, view.strides, self.vector_axis)
         if step is None and load.padding is None and view.dtype in (DType.FLOAT32, DType.INT32):

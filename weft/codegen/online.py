@@ -65,6 +65,11 @@ class OnlinePassWriter:
         self.plain_max = online_pass.plain_max
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
+        # a dependent's vector accumulator held in registers (weft.codegen.online_rows): its chains,
+        # and the one each vector step folds into now
+        self.chains: dict[str, list[str]] = {}
+        self.registers: dict[str, str] = {}
+        self.plain_loads = False  # unaligned vector loads, not line loads (weft.codegen.online_rows)
 
     @staticmethod
     def _flat(dependent: PassDependent) -> str:
@@ -84,7 +89,9 @@ class OnlinePassWriter:
             views[buffer] = self._pseudo(buffer, pointer)
         owner = kernel or self.reference
         extents = {axis.name: axis.extent for axis in owner.all_axes}
-        return BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
+        renderer = BodyRenderer(views, extents, self.lanes, lines, "    " * indent, counter, dict(env), None)
+        renderer.line_loads = not self.plain_loads
+        return renderer
 
     def _seed_reference_terms(self, renderer: BodyRenderer, dependent: PassDependent) -> BodyRenderer:
         """Let ``renderer`` read the reference terms of this step from ``wo_t`` (what the max
@@ -292,7 +299,10 @@ class OnlinePassWriter:
             emit(depth + 1, f"if (!wo_restart) {{ const {ctype} wo_c = {factor};")
             slot = self._slot(dependent, "wo_n")
             emit(depth + 1, f"  for (long wo_n = 0; wo_n < {dependent.count}; wo_n++) {slot} = {slot} * wo_c;")
-            if self.fold_lanes and dependent.count == 1:
+            if self.fold_lanes and dependent.count == 1 and dependent.accumulator in self.chains:
+                for register in self.chains[dependent.accumulator]:
+                    emit(depth + 1, f"  {register} = {register} * wfc_splat_f(wo_c);")
+            elif self.fold_lanes and dependent.count == 1:
                 slot = self._vector_slot(dependent)
                 emit(depth + 1, f"  wfc_store_f({slot}, wfc_load_f({slot}) * wfc_splat_f(wo_c));")
             emit(depth + 1, "}")
@@ -325,6 +335,10 @@ class OnlinePassWriter:
                 renderer.vector_axis = dependent.fold.fold_axis
                 self._seed_reference_terms(renderer, dependent)
                 value = renderer.splat(renderer.render(dependent.fold.term))
+                register = self.registers.get(dependent.accumulator)
+                if register is not None:  # held in a register across the row (weft.codegen.online_rows)
+                    emit(step, f"{register} = {combine(dependent.fold.combiner, dtype, True, register, value)};")
+                    continue
                 slot = self._vector_slot(dependent)
                 update = combine(dependent.fold.combiner, dtype, True, f"wfc_load_f({slot})", value)
                 emit(step, f"wfc_store_f({slot}, {update});")

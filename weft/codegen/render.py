@@ -98,6 +98,17 @@ class NestWriter:
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
 
+    def prefetch(self, indent: int, axis: str, position: str) -> None:
+        """The nest's prefetches riding on the whole vector at ``position`` of ``axis``
+        (``weft.lower.row_prefetch``): one per line of each stream they cover."""
+        for prefetch in self.nest.prefetch:
+            if prefetch.axis != axis:
+                continue
+            for part in range(0, prefetch.elements, prefetch.extent):
+                offset = f" + {part}" if part else ""
+                self.emit(indent, f"__builtin_prefetch(&{prefetch.pointer}[{c_value(prefetch.start)} + ({position}){offset}],"
+                                  " 0, 3);")
+
     def renderer(self, depth: int, packed: bool = True) -> BodyRenderer:
         """A body renderer for one C scope; reads of packed loads go to their panels."""
         renderer = BodyRenderer(self.views, self.extents, self.nest.lanes, self.lines, "    " * depth,
@@ -105,6 +116,7 @@ class NestWriter:
         if packed:
             renderer.packed = dict(self.panels)
         renderer.memo = dict(self.hoisted)
+        renderer.line_loads = not self.nest.l1_reads
         return renderer
 
     def hoist(self, depth: int, points) -> None:
@@ -303,6 +315,8 @@ class NestWriter:
                 value = renderer.render(kernel.body)
                 self.store(inner, renderer, row, column, vector, value.code if value.vector or not vector
                            else renderer.splat(value))
+                if vector:
+                    self.prefetch(inner, self.nest.vector_axis, column)
             self.emit(indent, "}")
             return
         self.fold_block(indent, points)
@@ -431,6 +445,8 @@ class NestWriter:
             if span is not None:
                 combined = f"wfc_span_sel_{SUFFIX[self.dtype]}({span[0]}, {span[1]}, {combined}, {acc})"
             self.emit(depth, f"{acc} = {combined};")
+            if lane_axis is not None and span is None and first is None:
+                self.prefetch(depth, lane_axis, renderer.env[lane_axis])
 
     def fold_lane_peel(self, point, fold_axis: str) -> tuple[str, object] | None:
         """(C expression for the scalar fold steps 0 .. lanes-1 before the stream reaches a

@@ -40,6 +40,7 @@ from weft.lower.library import lower_library
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.region import FusedRegion, Partition
 from weft.lower.reuse import SharedLowering
+from weft.lower.row_prefetch import with_row_prefetch
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
     Target,
@@ -423,11 +424,13 @@ def lower_region(
     # one tile (a decode step's single row): parallelism comes from the members' own loops
     single = tiling.count == 1
     nests = tuple(tiled_nest(plan, name, local_views, target, tiling, single) for name in region.members)
+    params = function_params(nests, region.private)
+    nests = with_row_prefetch(nests, params, tiling, TILE_VARIABLE, target.contract)
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,
         nests=nests,
-        params=function_params(nests, region.private),
+        params=params,
         tile_loop=tile_loop(plan, region, tiling),
         scratch=scratch,
         private=region.private,

@@ -56,6 +56,20 @@ class BufferView:
 
 
 @dataclass(frozen=True, slots=True)
+class Prefetch:
+    """A software prefetch riding on a member's vector loop (``weft.lower.row_prefetch``): at
+    each whole vector of ``axis`` (position ``p``, ``0 <= p < extent``) the lines of
+    ``pointer[start + p + m * extent]`` for every ``m`` with ``m * extent < elements``, for
+    reading. It changes no value."""
+
+    pointer: str
+    start: LoopValue
+    axis: str
+    extent: int
+    elements: int
+
+
+@dataclass(frozen=True, slots=True)
 class MemberNest:
     """One member's loop nest.
 
@@ -90,6 +104,10 @@ class MemberNest:
     # with the lanes (a row's sum) multiplies by its reciprocal, one division per vector block
     staged: tuple[Load, ...] = ()  # fold lanes: loads copied once per thread into a buffer whose
     # lines meet the peeled weight stream's (the x of a matrix-vector product; weft.lower.fold_stream)
+    prefetch: tuple[Prefetch, ...] = ()  # the next tile's streams, one prefetch per vector (weft.lower.row_prefetch)
+    l1_reads: bool = False  # its reads are in L1 (an earlier member of the tile read them): a vector
+    # is one unaligned load, not a whole-line read (two loads and a permute, which pay off only
+    # against memory; weft.lower.row_prefetch)
 
     @property
     def name(self) -> str:
@@ -117,6 +135,10 @@ class MemberNest:
             parts.append("staged " + ", ".join(load.buffer for load in self.staged))
         if self.fold_chunk:
             parts.append(f"fold in chunks of {self.fold_chunk}")
+        if self.prefetch:
+            parts.append("prefetches the next tile's " + ", ".join(p.pointer for p in self.prefetch))
+        if self.l1_reads:
+            parts.append("reads from L1")
         parts.append("parallel" if self.parallel else "serial")
         return f"{self.kernel.output}: " + "; ".join(parts)
 
