@@ -16,7 +16,13 @@ from model_cases import fixed_profile, matmul_plan  # noqa: E402
 from weft.compose.regions import grow  # noqa: E402
 from weft.config import config_from_env  # noqa: E402
 from weft.cost.facts import ContractionFacts, OpCounts, OperandFacts, function_facts  # noqa: E402
-from weft.cost.model import GATHER_CYCLES, MICRO_TILE_CYCLES, machine_numbers, price_contraction  # noqa: E402
+from weft.cost.model import (  # noqa: E402
+    GATHER_CYCLES,
+    MICRO_TILE_CYCLES,
+    machine_numbers,
+    price_contraction,
+    price_function,
+)
 from weft.fuse import region_pricing  # noqa: E402
 from weft.lower import Target, lower_plan  # noqa: E402
 from weft.lower.contraction import ContractionNest  # noqa: E402
@@ -182,3 +188,25 @@ def test_the_one_pass_value_products_are_priced_on_the_register_tile_of_its_scor
     smaller = next(r for r in grow(plan, members[-1], frozenset(members)).candidates if r.members == members[1:])
     generic = next(form for form in pricing.region_lowering(smaller).forms() if form.name == "one pass")
     assert not next(nest for nest in generic.facts.nests if nest.member == "attn_out").library
+
+
+def test_the_pipelined_row_pass_is_priced_reading_its_rows_from_memory_once():
+    """cross-entropy from logits (Inference): the one pass with nothing streamed runs its rows
+    pipelined (``OnlinePass.pipelined``: block b's max beside block b-1's exps), so the logits
+    are read from memory once; it was priced reading them twice (the dependents' loads as a
+    second sweep over rows that do not fit the cache), so the plain fused form (two reads,
+    measured 2.16x slower than the one pass) was priced cheaper and chosen."""
+    tokens, vocab = 64, 8192
+    plan = get_workload("cross-entropy").plan(tokens=tokens, vocab=vocab)
+    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=60)
+    pricing = region_pricing(plan, config, Target(16, "inference"), profile=fixed_profile())
+    members = ("ce_max", "ce_sumexp", "ce_loss")
+    region = next(r for r in grow(plan, "ce_loss", frozenset(k.output for k in plan.kernels)).candidates
+                  if r.members == members)
+    forms = {form.name: form for form in pricing.region_lowering(region).forms()}
+    one_pass = forms["one pass"]
+    price = price_function(one_pass.facts, machine_numbers(fixed_profile(), 1), {}, dict(one_pass.tilings[0]))
+    logits = tokens * vocab * 4
+    assert sum(price.served) == pytest.approx(logits, rel=0.01)  # once, plus the row results
+    plain = price_function(forms["fused"].facts, machine_numbers(fixed_profile(), 1), {}, dict(forms["fused"].tilings[0]))
+    assert price.cycles < plain.cycles

@@ -63,6 +63,7 @@ class OnlinePassWriter:
         self.scores = online_pass.scores
         self.tile = online_pass.tile
         self.plain_max = online_pass.plain_max
+        self.pipelined = online_pass.pipelined
         self.row_flat = row_flat(online_pass.rows, online_pass.row_counts)
         self._parked = set()
         # a dependent's vector accumulator held in registers (weft.codegen.online_rows): its chains,

@@ -33,10 +33,7 @@ from weft.codegen.body import SCALAR_TYPE
 from weft.codegen.render import combine, fold_identity
 from weft.ir import Combiner, DType, expr_loads
 from weft.lower.access import Access, load_access
-
-PIPE_BLOCK = 1024
-"""Points of the pass axis per pipelined block: 4 KiB of float32, so block b-1 is still in
-L1 when its exps run beside block b's loads."""
+from weft.lower.online import PIPE_BLOCK
 
 CHAINS = 4
 """Vectors per step of the pipelined loop: each dependent folds them into its own register
@@ -53,14 +50,9 @@ loads, 12.2 ms without)."""
 
 
 def pipelinable(writer) -> bool:
-    """Whether ``writer`` (an ``OnlinePassWriter``) is a plain row pass this module can write."""
-    extent = writer.online.extent
-    return (
-        writer.fold_lanes and not writer.streamed_nests and not writer.rounded and writer.block == extent
-        and extent >= 2 * PIPE_BLOCK and PIPE_BLOCK % writer.lanes == 0 and bool(writer.dependents)
-        and all(dependent.count == 1 for dependent in writer.dependents)
-        and writer.local_views[writer.reference.output].dtype is DType.FLOAT32
-    )
+    """Whether ``writer`` (an ``OnlinePassWriter``) is a plain row pass this module writes
+    (the lowering's ``OnlinePass.pipelined``: the cost model reads the same fact)."""
+    return writer.pipelined
 
 
 def _shifted(writer, variable: str):

@@ -349,6 +349,7 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
         result = [replace(facts, library=True, register_tile=tile) for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views
+    reference_reads = set(nest.reference.reads)
     for position, kernel in enumerate(kernels):
         own = [axis.name for axis in kernel.axes if axis.name not in rows]
         touched = tuple(views[name] for name in (kernel.output, *kernel.reads) if name in views)
@@ -365,6 +366,10 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
                               fold_lanes=kernel.fold is not None, fold_accumulators=4)
         facts = nest_facts(fake, scratch_pointers, contract)
         accesses = tuple(replace(a, scratch=a.scratch or a.buffer in private) for a in facts.accesses)
+        if position and getattr(nest, "pipelined", False):
+            # a pipelined row pass reads each point from memory once, for the reference's fold;
+            # the dependents fold the block before it, still in L1 (their loads: in-core work)
+            accesses = tuple(a for a in accesses if a.store or a.buffer not in reference_reads)
         ops = facts.ops
         tile = getattr(nest, "tile", None)
         if tile is not None and nest.scores is not None and position == 1 + (tile.value_dependent or 0) and own:

@@ -79,6 +79,7 @@ from weft.ir import (
     BinaryOp,
     Combiner,
     Const,
+    DType,
     Expr,
     Kernel,
     Plan,
@@ -114,6 +115,10 @@ PASS_LANES = 16
 
 PASS_BLOCK = 64
 """Points of the pass axis per block: streamed members are computed a block at a time."""
+
+PIPE_BLOCK = 1024
+"""Points of the pass axis per block of a pipelined row pass (``OnlinePass.pipelined``): 4 KiB
+of float32, so block b-1 is still in L1 when its exps run beside block b's loads."""
 
 MAX_ACCUMULATORS = 16384
 """Accumulators per dependent fold per row (a stack array in the pass)."""
@@ -164,6 +169,20 @@ class OnlinePass:
     @property
     def name(self) -> str:
         return f"online pass of {self.online.anchor}"
+
+    @property
+    def pipelined(self) -> bool:
+        """A plain row pass (nothing streamed, whole rows in one block) that runs its rows in
+        blocks of ``PIPE_BLOCK`` points, block b's max beside block b-1's exps
+        (``weft.codegen.online_rows``): each point is read from memory once, the dependents
+        re-read it from L1."""
+        extent = self.online.extent
+        return (
+            self.fold_lanes and not self.streamed_nests and not self.rounded and self.block == extent
+            and extent >= 2 * PIPE_BLOCK and PIPE_BLOCK % self.lanes == 0 and bool(self.dependents)
+            and all(dependent.count == 1 for dependent in self.dependents)
+            and self.local_views[self.reference.output].dtype is DType.FLOAT32
+        )
 
 
 def _has_product(expr: Expr) -> bool:
