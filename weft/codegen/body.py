@@ -14,6 +14,7 @@ oracle.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from weft.ir import (
     UnaryOp,
     Where,
     expr_axes,
+    expr_loads,
     index_axes,
     index_range,
 )
@@ -257,7 +259,10 @@ class BodyRenderer:
                     return self.reciprocal_divide(a, b)
                 return self.local(_binary_dtype(op, a.dtype), True, vector_binary(op, a, b, self.splat))
             case Where(condition, if_true, if_false):
-                c, a, b = self.render(condition), self.render(if_true), self.render(if_false)
+                c = self.render(condition)
+                if not c.vector and _branch_worth_skipping(if_true, if_false):
+                    return self.branched_where(expr, c)
+                a, b = self.render(if_true), self.render(if_false)
                 mask = self.splat(c)
                 if a.dtype is DType.INT64:
                     mask = f"__builtin_convertvector({mask}, wf_vl)"
@@ -266,6 +271,24 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
+
+    def branched_where(self, expr: Where, condition: Value) -> Value:
+        """Lanes of ``where(c, a, b)`` whose condition ``c`` is the same at every lane (it
+        reads no axis of the lanes: a concatenation's ``j < 1024`` in a nest laned along
+        ``d``): only the branch taken is computed. A select computes both and throws one
+        away; decode's attention read the cached key and the new one for every vector of
+        every key, each with its bounds check. The value is the select's, bit for bit."""
+        dtype = _dtype_of(expr, self)
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[dtype]} {name};")
+        for opening, branch in ((f"if ({condition.code}) {{", expr.if_true), ("} else {", expr.if_false)):
+            self.emit(opening)
+            inner = copy.copy(self)  # the same lines, counter and served loads; its own scope
+            inner.indent, inner.memo = self.indent + "    ", dict(self.memo)
+            value = inner.render(branch)
+            inner.emit(f"{name} = {inner.splat(value)};")
+        self.emit("}")
+        return Value(name, dtype, True)
 
     def patterned_index(self, expr: IndexValue) -> Value:
         """An index value with a constant lane pattern (``i // 2`` along ``i``): lane 0's value
@@ -600,6 +623,13 @@ def _binary_dtype(op: BinaryOp, operand: DType) -> DType:
     if op in _ARITH or op in (BinaryOp.DIV, BinaryOp.FMOD, BinaryOp.MAX, BinaryOp.MIN):
         return operand
     return DType.BOOL
+
+
+def _branch_worth_skipping(if_true: Expr, if_false: Expr) -> bool:
+    """A branch reads memory (a select would load what it throws away), and neither gathers
+    (a gather out of its table is flagged wherever it sits: the oracle checks both branches)."""
+    loads = [load for branch in (if_true, if_false) for load in expr_loads(branch)]
+    return bool(loads) and not any(_has_index_of(index) for load in loads for index in load.index)
 
 
 def _dtype_of(expr: Expr, renderer: BodyRenderer) -> DType:
