@@ -14,6 +14,7 @@ oracle.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ from weft.ir import (
     UnaryOp,
     Where,
     expr_axes,
+    expr_loads,
     index_axes,
     index_range,
 )
@@ -261,7 +263,10 @@ class BodyRenderer:
                     return self.reciprocal_divide(a, b)
                 return self.local(_binary_dtype(op, a.dtype), True, vector_binary(op, a, b, self.splat))
             case Where(condition, if_true, if_false):
-                c, a, b = self.render(condition), self.render(if_true), self.render(if_false)
+                c = self.render(condition)
+                if not c.vector and self.branch_worth_skipping(if_true, if_false):
+                    return self.branched_where(expr, c)
+                a, b = self.render(if_true), self.render(if_false)
                 mask = self.splat(c)
                 if a.dtype is DType.INT64:
                     mask = f"__builtin_convertvector({mask}, wf_vl)"
@@ -270,6 +275,34 @@ class BodyRenderer:
                 inner = self.render(operand)
                 return self.local(dtype, True, vector_cast(inner, dtype))
         raise TypeError(f"vector rendering of {expr!r}")
+
+    def branch_worth_skipping(self, if_true: Expr, if_false: Expr) -> bool:
+        """A branch reads a buffer (a select would load what it throws away; an accumulator an
+        epilogue is served is no read), and neither gathers (a gather out of its table is
+        flagged wherever it sits: the oracle evaluates both branches)."""
+        loads = [load for branch in (if_true, if_false) for load in expr_loads(branch) if load.buffer in self.views]
+        return bool(loads) and not any(_has_index_of(index) for load in loads for index in load.index)
+
+    def branched_where(self, expr: Where, condition: Value) -> Value:
+        """Lanes of ``where(c, a, b)`` whose condition ``c`` is the same at every lane (it
+        reads no axis of the lanes: a concatenation's ``j < 1024`` in a nest laned along
+        ``d``): only the branch taken is computed. A select computes both and throws one
+        away; decode's attention read the cached key and the new one for every vector of
+        every key, each with its bounds check. The value is the select's, bit for bit."""
+        branches = []
+        for branch in (expr.if_true, expr.if_false):
+            inner = copy.copy(self)  # the same counter and served loads; its own lines and scope
+            inner.lines, inner.indent, inner.memo = [], self.indent + "    ", dict(self.memo)
+            branches.append((inner, inner.render(branch)))
+        dtype = branches[0][1].dtype
+        name = self.counter.fresh()
+        self.emit(f"{VECTOR_TYPE[dtype]} {name};")
+        for opening, (inner, value) in zip((f"if ({condition.code}) {{", "} else {"), branches, strict=True):
+            self.emit(opening)
+            inner.emit(f"{name} = {inner.splat(value)};")
+            self.lines.extend(inner.lines)
+        self.emit("}")
+        return Value(name, dtype, True)
 
     def patterned_index(self, expr: IndexValue) -> Value:
         """An index value with a constant lane pattern (``i // 2`` along ``i``): lane 0's value

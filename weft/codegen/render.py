@@ -29,6 +29,7 @@ from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
 from weft.lower.fold_stream import peeled_stream
 from weft.lower.nest import GemmCall, MemberNest
+from weft.lower.values import Sum
 
 _IDENTITY_INT = {
     (Combiner.SUM, DType.INT32): "0", (Combiner.MAX, DType.INT32): "INT32_MIN",
@@ -221,10 +222,19 @@ class NestWriter:
         self.emit(body, "long wf_rem = wf_w; (void)wf_rem;")
         if nest.vector_axis is not None:
             self.emit(body, "const long wf_group = wf_rem % wf_ngroups; wf_rem /= wf_ngroups;")
+        # an axis of one point is its start; the outermost of the others takes what is left of
+        # the item (wf_rem < its count there): decode's score nest over one head's 64 keys
+        # (counts 1 x 1 x a block computed at run time) had paid a 64-bit division per score
+        spread = [axis for axis in nest.outer_axes if _known_points(nest.axis_range(axis)) != 1]
         for axis in reversed(nest.outer_axes):
             r = nest.axis_range(axis)
             v = self.var[axis]
-            self.emit(body, f"const long {v} = ({c_value(r.start)}) + wf_rem % n_{v}; wf_rem /= n_{v};")
+            if axis not in spread:
+                self.emit(body, f"const long {v} = ({c_value(r.start)});")
+            elif axis == spread[0]:
+                self.emit(body, f"const long {v} = ({c_value(r.start)}) + wf_rem;")
+            else:
+                self.emit(body, f"const long {v} = ({c_value(r.start)}) + wf_rem % n_{v}; wf_rem /= n_{v};")
         if nest.fold_chunk:  # inside the work item: no barrier between chunks
             extent = self.kernel.fold_axes[0].extent
             self.emit(body, f"for (long wf_kc = 0; wf_kc < {extent}; wf_kc += {nest.fold_chunk}) {{")
@@ -574,6 +584,20 @@ def _static_extent(axis_range) -> int | None:
     """The number of points of a range whose bounds are integers, else None."""
     if isinstance(axis_range.start, int) and isinstance(axis_range.stop, int):
         return axis_range.stop - axis_range.start
+    return None
+
+
+def _known_points(axis_range) -> int | None:
+    """Points of a range known before it runs: integer bounds, or a stop ``k`` past its start
+    (a tile's ``wf_tile .. wf_tile + 1``); None otherwise."""
+    start, stop = axis_range.start, axis_range.stop
+    if isinstance(start, int) and isinstance(stop, int):
+        return stop - start
+    if isinstance(stop, Sum):
+        if stop.left == start and isinstance(stop.right, int):
+            return stop.right
+        if stop.right == start and isinstance(stop.left, int):
+            return stop.left
     return None
 
 
