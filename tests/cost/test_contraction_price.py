@@ -143,6 +143,15 @@ def test_a_contraction_with_its_tail_is_priced_as_the_microkernel_epilogue():
     assert 0.0 < verdict.margin < 0.25
 
 
+def _attention_one_pass(plan, members: tuple[str, ...]):
+    """The one-pass form of ``plan``'s candidate region of ``members`` (Inference, 1 thread)."""
+    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=60)
+    pricing = region_pricing(plan, config, Target(16, "inference"), profile=fixed_profile())
+    every = tuple(kernel.output for kernel in plan.kernels)
+    region = next(r for r in grow(plan, every[-1], frozenset(every)).candidates if r.members == members)
+    return next(form for form in pricing.region_lowering(region).forms() if form.name == "one pass")
+
+
 def test_the_one_pass_scores_are_priced_on_the_register_tile_at_the_fma_peak_not_the_blas_rate():
     """attention 5184 x 32 at 1 thread: the one pass's streamed q k^T runs on the microkernel's
     6 x 64 register tile, but was priced at NumPy's GEMM rate (116 of 249 GFLOP/s here), so the
@@ -153,11 +162,7 @@ def test_the_one_pass_scores_are_priced_on_the_register_tile_at_the_fma_peak_not
     from weft.cost.model import price_nest
 
     plan = get_workload("attention").plan(heads=1, tokens=384, head_dim=32)
-    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=60)
-    pricing = region_pricing(plan, config, Target(16, "inference"), profile=fixed_profile())
-    members = tuple(kernel.output for kernel in plan.kernels)
-    region = next(r for r in grow(plan, members[-1], frozenset(members)).candidates if r.members == members)
-    one_pass = next(form for form in pricing.region_lowering(region).forms() if form.name == "one pass")
+    one_pass = _attention_one_pass(plan, tuple(kernel.output for kernel in plan.kernels))
     scores = next(nest for nest in one_pass.facts.nests if nest.member == "attn_scores")
     assert scores.register_tile == (6, 64)
     rows, keys, depth = 64, 384, 32  # one tile of 64 query rows against every key
@@ -177,16 +182,11 @@ def test_the_one_pass_value_products_are_priced_on_the_register_tile_of_its_scor
     not overlapping the in-core work, the whole pass (measured 5.6-5.9 ms here) was priced
     dearer than its members unfused (measured 6.8-7.1 ms)."""
     plan = get_workload("attention").plan(heads=4, tokens=1024, head_dim=64)
-    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=60)
-    pricing = region_pricing(plan, config, Target(16, "inference"), profile=fixed_profile())
     members = tuple(kernel.output for kernel in plan.kernels)
-    region = next(r for r in grow(plan, members[-1], frozenset(members)).candidates if r.members == members)
-    one_pass = next(form for form in pricing.region_lowering(region).forms() if form.name == "one pass")
-    values = next(nest for nest in one_pass.facts.nests if nest.member == "attn_out")
+    values = next(nest for nest in _attention_one_pass(plan, members).facts.nests if nest.member == "attn_out")
     assert values.library and values.register_tile[0] == 6 and values.register_tile[1] % 16 == 0
     # over the materialised scores (no streamed contraction, no register tile) it stays generic
-    smaller = next(r for r in grow(plan, members[-1], frozenset(members)).candidates if r.members == members[1:])
-    generic = next(form for form in pricing.region_lowering(smaller).forms() if form.name == "one pass")
+    generic = _attention_one_pass(plan, members[1:])
     assert not next(nest for nest in generic.facts.nests if nest.member == "attn_out").library
 
 

@@ -131,9 +131,9 @@ class OnlinePassWriter:
         return depth
 
     def write(self, lines: list[str], indent: int, counter: Counter) -> None:
-        from weft.codegen.online_rows import pipelinable, write_pipelined
+        from weft.codegen.online_rows import write_pipelined
 
-        if pipelinable(self):  # nothing streamed: the read and the exps overlap (online_rows)
+        if self.pipelined:  # nothing streamed: the read and the exps overlap (online_rows)
             write_pipelined(self, lines, indent, counter)
             return
         online, reference = self.online, self.reference

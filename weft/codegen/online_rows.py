@@ -49,12 +49,6 @@ permute: the permutes compete with the exps; same loop, logits at +16 B: 15.0 ms
 loads, 12.2 ms without)."""
 
 
-def pipelinable(writer) -> bool:
-    """Whether ``writer`` (an ``OnlinePassWriter``) is a plain row pass this module writes
-    (the lowering's ``OnlinePass.pipelined``: the cost model reads the same fact)."""
-    return writer.pipelined
-
-
 def _shifted(writer, variable: str):
     """The writer's dependents with the pass axis read at ``variable`` instead of the step."""
     return [dataclasses.replace(dependent, env=tuple((axis, variable if var == writer.step else var)
@@ -85,7 +79,7 @@ def _steps(writer, lines, depth: int, counter, dtype, dependents, vector: bool) 
 
 
 def write_pipelined(writer, lines: list[str], indent: int, counter) -> None:
-    """The pass of ``writer`` (``pipelinable``) as C: the module docstring's loop, per row."""
+    """The pass of ``writer`` (``OnlinePass.pipelined``) as C: the module docstring's loop, per row."""
     online, lanes, step, block = writer.online, writer.lanes, writer.step, PIPE_BLOCK
     extent = online.extent
     dtype = writer.local_views[writer.reference.output].dtype

@@ -366,12 +366,12 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
                               fold_lanes=kernel.fold is not None, fold_accumulators=4)
         facts = nest_facts(fake, scratch_pointers, contract)
         accesses = tuple(replace(a, scratch=a.scratch or a.buffer in private) for a in facts.accesses)
-        if position and getattr(nest, "pipelined", False):
+        if position and nest.pipelined:
             # a pipelined row pass reads each point from memory once, for the reference's fold;
             # the dependents fold the block before it, still in L1 (their loads: in-core work)
             accesses = tuple(a for a in accesses if a.store or a.buffer not in reference_reads)
         ops = facts.ops
-        tile = getattr(nest, "tile", None)
+        tile = nest.tile
         if tile is not None and nest.scores is not None and position == 1 + (tile.value_dependent or 0) and own:
             # the value dependent (attention's p x V) runs on the scores' register tile for every full block
             facts = replace(facts, library=True, register_tile=(nest.scores.rows, tile.chunk_vectors * nest.lanes))

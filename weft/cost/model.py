@@ -35,8 +35,8 @@ combination 0.932 and 0.923, 0.89 / 0.88 at 2 threads.
 Overheads: a fixed cost per nest and per work item, per tile of a fused region, and a
 parallel region per parallel loop. A worked example (a streaming copy of n floats,
 memory-resident): compute n/16 vector moves; L1 serves nothing, memory serves 4n read
-bytes and 4n written bytes, so cycles = 4n/read_bw + 4n/write_bw + n/16 x (the moves'
-cycles), the copy's in-core work waiting on its transfers.
+bytes and 4n written bytes, all of them beyond L1, and the copy computes nothing, so
+cycles = 4n/read_bw + 4n/write_bw (bytes per cycle).
 """
 
 from __future__ import annotations
