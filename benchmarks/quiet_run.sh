@@ -24,14 +24,14 @@ pricing() { python benchmarks/pricing.py --out $R/pricing-quiet-$D.json; }
 priced() { $E python benchmarks/priced_plans.py --out $R/priced-plans-quiet-$D; }
 whole() {  # priced vs matchers vs unfused, whole plans, with fresh processes (issue 12)
   for t in 1 2; do
-    $E weft bench vit-block --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 4 --processes 4 --no-progress --out $R/whole-vit-block-t$t-quiet-$D.json
-    $E weft bench qwen-decode-step --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 4 --processes 4 --no-progress --out $R/whole-qwen-decode-step-t$t-quiet-$D.json
-    $E weft bench sam3-encoder --set blocks=4 --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 3 --processes 2 --no-progress --out $R/whole-sam3-encoder-4-t$t-quiet-$D.json
+    $E weft bench vit-block --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 4 --processes 4 --against matchers+inference --no-progress --out $R/whole-vit-block-t$t-quiet-$D.json
+    $E weft bench qwen-decode-step --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 4 --processes 4 --against matchers+inference --no-progress --out $R/whole-qwen-decode-step-t$t-quiet-$D.json
+    $E weft bench sam3-encoder --set blocks=4 --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 3 --processes 2 --against matchers+inference --no-progress --out $R/whole-sam3-encoder-4-t$t-quiet-$D.json
   done
 }
 whole32() {  # the 32-block encoder at 336 x 336 (24 x 24 tokens: one window; 32 blocks at 1008 take ~23 s a call)
   for t in 1 2; do
-    $E weft bench sam3-encoder --set blocks=32 --set image_size=336 --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 3 --processes 2 --no-progress --out $R/whole-sam3-encoder-32-336-t$t-quiet-$D.json
+    $E weft bench sam3-encoder --set blocks=32 --set image_size=336 --arms unfused+inference,priced+inference,matchers+inference --threads $t --rounds 3 --processes 2 --against matchers+inference --no-progress --out $R/whole-sam3-encoder-32-336-t$t-quiet-$D.json
   done
 }
 peers() {  # vit-block beside Inductor and eager (issue 10)

@@ -24,11 +24,31 @@ def test_bench_cli_writes_a_result_that_recomputes(tmp_path, capsys):
     assert "agree" in capsys.readouterr().out
 
 
+def test_bench_against_judges_every_arm_against_the_named_one(tmp_path, capsys):
+    out = tmp_path / "softmax.json"
+    argv = ["bench", "softmax", "--arms", "unfused,slowed,greedy", "--test-arms", "--against", "slowed",
+            "--size", "rows=8", "--size", "cols=40", "--rounds", "2", "--round-ms", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "against slowed" in text and "greedy vs slowed" in text and "unfused vs slowed" in text
+    data = json.loads(out.read_text())
+    rows = data["against"]["slowed"]
+    assert [(row["baseline"], row["candidate"]) for row in rows] == [("slowed", "unfused"), ("slowed", "greedy")]
+    # the slowed arm runs the unfused plan three times a call: unfused is about a third of it
+    assert rows[0]["paired_median_ratio"] < 0.6
+    assert main(["bench", "--recompute", str(out), "--against", "greedy"]) == 0
+    assert "slowed vs greedy" in capsys.readouterr().out
+    assert main(["bench", "--recompute", str(out), "--against", "priced"]) == 2
+    assert "'priced' is not an arm" in capsys.readouterr().err
+
+
 def test_bench_cli_errors_name_the_fix(capsys):
     assert main(["bench", "softmax", "--arms", "unfused,fastest", "--no-progress"]) == 2
     assert "unknown arm 'fastest'" in capsys.readouterr().err
     assert main(["bench", "softmax", "--arms", "greedy+fast", "--no-progress"]) == 2
     assert "strict or inference" in capsys.readouterr().err
+    assert main(["bench", "softmax", "--arms", "unfused,greedy", "--against", "matchers", "--no-progress"]) == 2
+    assert "--against 'matchers' is not one of the arms (unfused, greedy)" in capsys.readouterr().err
 
 
 def test_processes_reverse_the_order_each_round(tmp_path):

@@ -179,3 +179,18 @@ def test_a_biased_control_is_reported_as_a_failed_control():
         Block(("A:control", "A", "A", "A:control"), (1.0, 1.0, 1.1, 1.1)),
     ]
     assert judge_all(noisy, "A", "A:control", [])[0].status == INCONCLUSIVE
+
+
+def test_judge_against_another_arm_uses_the_baselines_floor():
+    # A (baseline) and its control A' agree to 1%; B takes 1.5 s, C 1.2 s: against B, C is
+    # 0.8 of it with every round clearing the A/A floor, and A is 1/1.5 of it.
+    from weft.bench.verdict import judge_against
+
+    order = ("A", "A'", "B", "C", "C", "B", "A'", "A")
+    blocks = [Block(order, (1.0, 1.01, 1.5, 1.2, 1.2, 1.5, 1.01, 1.0)) for _ in range(4)]
+    verdicts = judge_against(blocks, "A", "A'", "B", ["A", "B", "C"])
+    assert [(v.baseline, v.candidate) for v in verdicts] == [("B", "A"), ("B", "C")]
+    assert verdicts[0].paired_median_ratio == pytest.approx(1.0 / 1.5)
+    assert verdicts[1].paired_median_ratio == pytest.approx(0.8)
+    assert all(v.floor == pytest.approx(0.01) and v.status == PASS for v in verdicts)
+    assert verdicts[1].speedup_of == "C" and verdicts[1].speedup_factor == pytest.approx(1.25)

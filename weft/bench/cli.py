@@ -22,6 +22,7 @@ Examples:
   weft bench attention --arms unfused,greedy --stage auto
   weft bench examples/bert.py:build --arms inference,torch-eager --set tokens=64
   weft bench --recompute benchmarks/results/attention-unfused-torch-sdpa-....json
+  weft bench vit-block --arms unfused,priced,matchers --against matchers+inference
 """
 
 
@@ -49,17 +50,44 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="FILE.json", help="result file (default benchmarks/results/...)")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the rounds and a roofline of the members")
     parser.add_argument("--recompute", metavar="FILE.json", help="recompute the verdicts of a result file and compare")
+    parser.add_argument("--against", action="append", default=[], metavar="LABEL",
+                        help="also judge every other arm against this one (an arm label as the tables print it,"
+                             " e.g. matchers+inference), with the baseline's A/A floor; repeatable; works with --recompute")
     parser.add_argument("--recalibrate", action="store_true", help="measure the machine profile again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--test-arms", action="store_true", help=argparse.SUPPRESS)  # enables the 'slowed' arm
     parser.set_defaults(handler=main)
 
 
-def recompute_main(console: Console, path: str) -> int:
+def check_against(arms: str, args: argparse.Namespace) -> None:
+    """Refuse an ``--against`` label that is not one of the arms, before anything is timed."""
+    from weft.bench.arms import BenchError, parse_arms
+
+    labels = [spec.label for spec in parse_arms(arms, args.threads, args.test_arms)]
+    for label in args.against:
+        if label not in labels:
+            raise BenchError(f"--against {label!r} is not one of the arms ({', '.join(labels)}); give an arm label"
+                             " exactly as in --arms, e.g. --arms unfused,priced,matchers --against matchers")
+
+
+def print_against(console: Console, result: dict, labels: list[str]) -> None:
+    """The tables of ``--against``: every other arm judged against each label, per section."""
+    from weft.bench.report import verdict_table
+    from weft.bench.result import verdicts_against
+
+    for label in labels:
+        rows = verdicts_against(result, label)
+        for section in dict.fromkeys(row[0] for row in rows):
+            console.print(verdict_table(f"{section.replace('_', ' ')}: against {label}",
+                                        [verdict for name, verdict in rows if name == section]))
+
+
+def recompute_main(console: Console, path: str, against: list[str]) -> int:
     from weft.bench.report import verdict_table
     from weft.bench.result import load_result, recompute
 
-    rows = recompute(load_result(Path(path)))
+    result = load_result(Path(path))
+    rows = recompute(result)
     agree = all(row[3] for row in rows)
     for section in dict.fromkeys(row[0] for row in rows):
         console.print(verdict_table(f"{section} (recomputed from raw rounds)", [r[1] for r in rows if r[0] == section]))
@@ -69,6 +97,7 @@ def recompute_main(console: Console, path: str) -> int:
                           f" {stored.get('status')} / ratio {stored.get('paired_median_ratio')}, recomputed"
                           f" {verdict.status} / ratio {verdict.paired_median_ratio}")
     console.print("recomputed verdicts agree with the recorded ones" if agree else "[red]verdicts differ[/red]")
+    print_against(console, result, against)
     return 0 if agree else 1
 
 
@@ -82,10 +111,11 @@ def main(args: argparse.Namespace) -> int:
 
     console = wide_console()
     if args.recompute:
-        return recompute_main(console, args.recompute)
+        return recompute_main(console, args.recompute, args.against)
     if not args.workload:
         raise BenchError("weft bench needs a WORKLOAD (or --recompute FILE)")
     arms = args.arms or ("unfused,greedy" if args.stage else "unfused")
+    check_against(arms, args)
     options = BenchOptions(
         arms=arms, params=parse_params(args.size, "--size"), threads=args.threads, blocks=args.rounds,
         warmup=args.warmup, target_round_s=args.round_ms / 1e3, processes=args.processes, seed=args.seed,
@@ -96,6 +126,15 @@ def main(args: argparse.Namespace) -> int:
         result = run_bench(args.workload, options, profile, progress)
     section = result["in_process"]
     labels = [section["baseline"]] + section["candidates"]
+    timed = set(labels)
+    for label in [label for label in args.against if label not in timed]:
+        console.print(f"[yellow]--against {label}: that arm was unavailable, so nothing is judged against it[/yellow]")
+    against = [label for label in args.against if label in timed]
+    if against:
+        from weft.bench.result import verdicts_against
+
+        result["against"] = {label: [{"section": name, **verdict.to_json()} for name, verdict in verdicts_against(result, label)]
+                             for label in against}
     path = save_result(result, Path(args.out) if args.out else default_result_path(result["workload"], labels))
     rows = recompute(result)
     title = f"{result['workload']} {result['params']}" + (f" stage {','.join(result['stage'])}" if result["stage"] else "")
@@ -108,6 +147,7 @@ def main(args: argparse.Namespace) -> int:
     if result.get("whole"):
         print_section(console, f"{result['workload']}: whole plan", result["whole"], [r[1] for r in rows if r[0] == "whole"])
         print_budget(console, result["budget"])
+    print_against(console, result, against)
     if args.plot:
         plot_result(console, result, profile, args.plot)
     console.print(f"result written to {path} (recompute with: weft bench --recompute {path})")

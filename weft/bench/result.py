@@ -21,7 +21,7 @@ import numpy as np
 
 import weft.version
 from weft.bench.arms import BenchError
-from weft.bench.verdict import Block, Verdict, judge_all
+from weft.bench.verdict import Block, Verdict, judge_against, judge_all
 from weft.files import write_atomic
 
 SCHEMA = "weft-bench/1"
@@ -116,6 +116,24 @@ def verdicts_from_section(section: dict) -> list[Verdict]:
     """Re-derive the verdicts of one timing section (in-process or across processes)."""
     blocks = [Block.from_json(block) for block in section["blocks"]]
     return judge_all(blocks, section["baseline"], section["control"], section["candidates"])
+
+
+def verdicts_against(data: dict, against: str) -> list[tuple[str, Verdict]]:
+    """(section name, verdict) for every other arm of every timing section judged against the
+    arm labelled ``against`` (``weft bench --against LABEL``), with each section's A/A floor."""
+    rows = []
+    for name in ("in_process", "processes", "whole"):
+        section = data.get(name)
+        if not section:
+            continue
+        labels = [section["baseline"], *section["candidates"]]
+        if against not in labels:
+            raise BenchError(f"--against {against!r} is not an arm of this result's {name.replace('_', '-')}"
+                             f" section; its arms are {', '.join(labels)} (use one of those labels exactly)")
+        blocks = [Block.from_json(block) for block in section["blocks"]]
+        verdicts = judge_against(blocks, section["baseline"], section["control"], against, labels)
+        rows += [(name, verdict) for verdict in verdicts]
+    return rows
 
 
 def recompute(data: dict) -> list[tuple[str, Verdict, dict, bool]]:

@@ -198,3 +198,12 @@ def judge_all(blocks: Sequence[Block], baseline: str, control: str, candidates: 
     """The A/A verdict first, then each candidate against the baseline, all with the A/A floor."""
     floor = control_floor(blocks, baseline, control)
     return [compare(blocks, baseline, control, floor)] + [compare(blocks, baseline, c, floor) for c in candidates]
+
+
+def judge_against(blocks: Sequence[Block], baseline: str, control: str, against: str,
+                  labels: Sequence[str]) -> list[Verdict]:
+    """Every arm of ``labels`` but ``against`` (and the control) judged against ``against``,
+    with the baseline's A/A floor: the same rule as ``judge_all`` with another reference
+    (priced against matchers, say, beside both against unfused)."""
+    floor = control_floor(blocks, baseline, control)
+    return [compare(blocks, against, label, floor) for label in labels if label not in (against, control)]
