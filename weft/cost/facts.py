@@ -15,6 +15,7 @@ are loop values (``weft.lower.values``); the tiling is read from the tile loop
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from weft.ir import (
@@ -138,6 +139,7 @@ class NestFacts:
     shape: object | None = None  # its LoopShape, set by ``function_facts``
     contraction: ContractionFacts | None = None  # the microkernel: priced from its own blocking
     register_tile: tuple[int, int] = (0, 0)  # (rows, columns) of the microkernel's register tile it runs on
+    packed_elements: float = 0.0  # elements its operands are packed by, one scalar copy each, per call
 
     def extent(self, axis: str) -> int:
         return dict(self.extents)[axis]
@@ -333,6 +335,17 @@ def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
     )
 
 
+def _scores_packing(scores) -> float:
+    """Elements the one pass packs for its scores' register tile, per call (``weft.lower.
+    online_scores``): K once, as whole key blocks (zeros past the pass axis), and Q once per
+    tile, every query row by the fold. Each is a scalar copy (Q's times the folded scale): a
+    cost of the order of the FMAs when the pass axis is short (a 64-key window: K and Q are
+    as many elements as 1/64 of the multiply-adds, which run 32 to a cycle)."""
+    keys = scores.batch_points * scores.panel_floats
+    queries = math.prod(axis.extent for axis in scores.kernel.axes if axis.name != scores.column_axis) * scores.depth
+    return float(keys + queries)
+
+
 def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
     """The one-pass form (``weft.lower.online.OnlinePass``): its streamed member nests (their
     blocks in scratch), then the reference fold and each dependent fold as a nest over the
@@ -345,8 +358,11 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
     rows = {axis for axis, _, _, _ in nest.rows}
     result = [nest_facts(streamed, scratch_pointers, contract) for streamed in nest.streamed_nests]
     if nest.scores is not None:  # the streamed contraction runs on the microkernel's register tile
-        tile = (nest.scores.rows, nest.scores.block)
-        result = [replace(facts, library=True, register_tile=tile) for facts in result]
+        scores = nest.scores
+        tile = (scores.rows, scores.block)
+        result = [replace(facts, library=True, register_tile=tile,
+                          packed_elements=_scores_packing(scores) if facts.member == scores.kernel.output else 0.0)
+                  for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views
     reference_reads = set(nest.reference.reads)
