@@ -159,7 +159,7 @@ def test_the_one_pass_scores_are_priced_on_the_register_tile_at_the_fma_peak_not
     (measured 26.4 ms) and the priced plan lost 1.13x to fuse-on-sight."""
     import dataclasses
 
-    from weft.cost.model import SCALAR_PACK_CYCLES, price_nest
+    from weft.cost.model import SCALAR_PACK_CYCLES, TRANSPOSED_PACK_CYCLES, price_nest
 
     plan = get_workload("attention").plan(heads=1, tokens=384, head_dim=32)
     one_pass = _attention_one_pass(plan, tuple(kernel.output for kernel in plan.kernels))
@@ -172,7 +172,8 @@ def test_the_one_pass_scores_are_priced_on_the_register_tile_at_the_fma_peak_not
               for profile in (fixed_profile(), slow_blas)]
     assert prices[0] == prices[1]  # the BLAS rate plays no part
     tiles = 6 * rows * keys / (6 * 64)  # six tiles of the pass, each 64 x 384 scores in 6 x 64 register tiles
-    packing = scores.packed_elements * SCALAR_PACK_CYCLES  # K and Q packed for the tile (the next test)
+    packing = (scores.packed_elements * SCALAR_PACK_CYCLES  # K and Q packed for the tile (the next test)
+               + scores.transposed_elements * TRANSPOSED_PACK_CYCLES)
     assert prices[0] == pytest.approx(tiles * (6 * 4 * depth / 2 + MICRO_TILE_CYCLES + 24) + packing)
 
 
@@ -185,23 +186,27 @@ def test_the_one_pass_pays_for_packing_k_once_per_call_and_q_once_per_tile():
     to unfused (1.033, a fail) where it should have left the scores to the microkernel."""
     import dataclasses
 
-    from weft.cost.model import SCALAR_PACK_CYCLES, price_nest
+    from weft.cost.model import SCALAR_PACK_CYCLES, TRANSPOSED_PACK_CYCLES, price_nest
 
     plan = get_workload("vit-block").plan(tokens_side=16, dim=128, heads=2, window=8, mlp_dim=256)
     members = ("attn_scores", "attn_max", "attn_exp", "attn_sum", "attn_probs", "attn_out")
     scores = next(nest for nest in _attention_one_pass(plan, members).facts.nests if nest.member == "attn_scores")
     windows, heads, keys, depth = 4, 2, 64, 64
-    assert scores.packed_elements == windows * heads * keys * depth * 2  # K, and Q (64 query rows a window)
+    # K's rows run along d: its whole key blocks are packed by transposed tiles; Q element by element
+    assert scores.transposed_elements == windows * heads * keys * depth
+    assert scores.packed_elements == windows * heads * keys * depth  # Q (64 query rows a window)
     extents = dict(scores.extents)
     numbers = machine_numbers(fixed_profile(), 1)
+    unpacked = dataclasses.replace(scores, packed_elements=0.0, transposed_elements=0.0)
     with_packing, without = (price_nest(facts, extents.__getitem__, numbers, {}, 1, (windows, frozenset("b0"), 0.0))[0]
-                             for facts in (scores, dataclasses.replace(scores, packed_elements=0.0)))
-    assert with_packing - without == pytest.approx(scores.packed_elements * SCALAR_PACK_CYCLES)
+                             for facts in (scores, unpacked))
+    assert with_packing - without == pytest.approx(scores.packed_elements * SCALAR_PACK_CYCLES
+                                                   + scores.transposed_elements * TRANSPOSED_PACK_CYCLES)
     # at 1024 keys the same packing is a small part of the pass
     long = get_workload("attention").plan(heads=4, tokens=1024, head_dim=64)
     long_scores = next(nest for nest in _attention_one_pass(long, tuple(k.output for k in long.kernels)).facts.nests
                        if nest.member == "attn_scores")
-    assert long_scores.packed_elements == 4 * 1024 * 64 * 2
+    assert long_scores.packed_elements + long_scores.transposed_elements == 4 * 1024 * 64 * 2
 
 
 def test_the_one_pass_value_products_are_priced_on_the_register_tile_of_its_scores():

@@ -41,6 +41,9 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
                             scores.batch_axes, scores.batch_points, "wa_kb", scores.blocks, parallel)
     inner = depth + 1
     _emit(lines, inner, f"float *wa_dst = {scores.packed_k} + wa_w * {depth_points * block};")
+    if scores.k_transposed:
+        _write_transposed_block(scores, views, lines, inner, counter, env)
+        inner += 1
     _emit(lines, inner, f"for (long wa_c = 0; wa_c < {block}; wa_c++) {{")
     _emit(lines, inner + 1, f"const long wa_j = wa_kb * {block} + wa_c;")
     _emit(lines, inner + 1, f"if (wa_j < {scores.extent}) {{")
@@ -54,7 +57,39 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
     _emit(lines, inner + 2, f"for (long wa_d = 0; wa_d < {depth_points}; wa_d++) wa_dst[wa_d * {block} + wa_c] = 0.0f;")
     _emit(lines, inner + 1, "}")
     _emit(lines, inner, "}")
+    if inner > depth + 1:
+        _emit(lines, depth + 1, "}")
     _emit(lines, depth, "}")
+
+
+def _write_transposed_block(scores: PackedScores, views: dict[str, BufferView], lines: list[str], depth: int,
+                            counter: Counter, env: dict[str, str]) -> None:
+    """A full key block: ``lanes`` keys' vectors along ``d``, transposed, stored as ``lanes`` rows
+    of the block (``d`` steps past the last whole vector element by element); opens the ``else``
+    the caller's element-by-element loop (a partial last block) goes into. Values are copied."""
+    block, lanes, points = scores.block, scores.lanes, scores.depth
+    view = views[scores.y_factor.buffer]
+    full = points // lanes * lanes
+    vector = _renderer(scores, views, lines, depth, counter,
+                       {**env, scores.column_axis: f"wa_kb * {block} + wa_v * {lanes} + wa_l", scores.fold_axis: "wa_d"})
+    scalar = _renderer(scores, views, lines, depth, counter,
+                       {**env, scores.column_axis: f"wa_kb * {block} + wa_c", scores.fold_axis: "wa_d"})
+    _emit(lines, depth, f"if ((wa_kb + 1) * {block} <= {scores.extent}) {{")
+    _emit(lines, depth + 1, f"for (long wa_d = 0; wa_d < {full}; wa_d += {lanes}) {{")
+    _emit(lines, depth + 2, f"for (long wa_v = 0; wa_v < {block // lanes}; wa_v++) {{")
+    _emit(lines, depth + 3, f"wf_vf wa_rows[{lanes}];")
+    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
+                            f"wa_rows[wa_l] = wfc_load_f(&{view.pointer}[{vector.address(view, scores.y_factor.index)}]);")
+    _emit(lines, depth + 3, "wfc_transpose_f(wa_rows);")
+    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
+                            f"wfc_store_f(wa_dst + (wa_d + wa_l) * {block} + wa_v * {lanes}, wa_rows[wa_l]);")
+    _emit(lines, depth + 2, "}")
+    _emit(lines, depth + 1, "}")
+    if full < points:
+        _emit(lines, depth + 1, f"for (long wa_d = {full}; wa_d < {points}; wa_d++)")
+        _emit(lines, depth + 2, f"for (long wa_c = 0; wa_c < {block}; wa_c++) "
+                                f"wa_dst[wa_d * {block} + wa_c] = {view.pointer}[{scalar.address(view, scores.y_factor.index)}];")
+    _emit(lines, depth, "} else {")
 
 
 def open_packing_loop(lines: list[str], depth: int, pointer: str, floats: int, batch_axes, batch_points: int,

@@ -140,6 +140,7 @@ class NestFacts:
     contraction: ContractionFacts | None = None  # the microkernel: priced from its own blocking
     register_tile: tuple[int, int] = (0, 0)  # (rows, columns) of the microkernel's register tile it runs on
     packed_elements: float = 0.0  # elements its operands are packed by, one scalar copy each, per call
+    transposed_elements: float = 0.0  # elements packed by lanes x lanes tiles transposed in registers, per call
 
     def extent(self, axis: str) -> int:
         return dict(self.extents)[axis]
@@ -335,15 +336,20 @@ def contraction_facts(nest: ContractionNest, views) -> ContractionFacts:
     )
 
 
-def _scores_packing(scores) -> float:
-    """Elements the one pass packs for its scores' register tile, per call (``weft.lower.
-    online_scores``): K once, as whole key blocks (zeros past the pass axis), and Q once per
-    tile, every query row by the fold. Each is a scalar copy (Q's times the folded scale): a
-    cost of the order of the FMAs when the pass axis is short (a 64-key window: K and Q are
-    as many elements as 1/64 of the multiply-adds, which run 32 to a cycle)."""
+def _scores_packing(scores) -> tuple[float, float]:
+    """(element by element, transposed in registers): the elements the one pass packs for its
+    scores' register tile, per call (``weft.lower.online_scores``). K once, as whole key blocks
+    (zeros past the pass axis): its full blocks by transposed tiles where its rows run along
+    the fold (``PackedScores.k_transposed``), else element by element; Q once per tile, every
+    query row by the fold, element by element (times the folded scale). Of the order of the
+    FMAs when the pass axis is short (a 64-key window: K and Q are as many elements as 1/64 of
+    the multiply-adds, which run 32 to a cycle)."""
     keys = scores.batch_points * scores.panel_floats
     queries = math.prod(axis.extent for axis in scores.kernel.axes if axis.name != scores.column_axis) * scores.depth
-    return float(keys + queries)
+    if not scores.k_transposed:
+        return float(keys + queries), 0.0
+    full = scores.batch_points * (scores.extent // scores.block) * scores.block * scores.depth
+    return float(keys - full + queries), float(full)
 
 
 def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str], contract: str) -> list[NestFacts]:
@@ -360,8 +366,9 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
     if nest.scores is not None:  # the streamed contraction runs on the microkernel's register tile
         scores = nest.scores
         tile = (scores.rows, scores.block)
-        result = [replace(facts, library=True, register_tile=tile,
-                          packed_elements=_scores_packing(scores) if facts.member == scores.kernel.output else 0.0)
+        scalar, transposed = _scores_packing(scores)
+        result = [replace(facts, library=True, register_tile=tile, packed_elements=scalar, transposed_elements=transposed)
+                  if facts.member == scores.kernel.output else replace(facts, library=True, register_tile=tile)
                   for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views

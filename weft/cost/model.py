@@ -273,6 +273,9 @@ SCALAR_PACK_CYCLES = 1.5
 """Per element a one pass packs for its register tile, a scalar load and a scalar store across
 the panel (K transposed into key blocks): measured on vit-block's window attention (36 heads x
 64 keys x 64), 58 us for 147 456 elements at 3.7 GHz (perf), where a gather is 0.5."""
+TRANSPOSED_PACK_CYCLES = 0.4
+"""Per element packed by lanes x lanes tiles (a vector load per key, an in-register transpose,
+a vector store per fold step): the same K, 15.6 us (perf), 3.7x the element-by-element rate."""
 MICRO_TILE_CYCLES = 8.0  # entering one register tile for one fold block (pointers, loop set-up)
 
 
@@ -290,7 +293,7 @@ def _register_tile_cycles(nest: NestFacts, extent, tile_count: int, numbers: Mac
     fma_per_cycle = max(1e-9, numbers.fma_flops_per_cycle / (2.0 * lanes))
     tiles = outputs / (rows * columns)
     return (tiles * (rows * vectors * fold / fma_per_cycle + MICRO_TILE_CYCLES + rows * vectors)
-            + nest.packed_elements * SCALAR_PACK_CYCLES)
+            + nest.packed_elements * SCALAR_PACK_CYCLES + nest.transposed_elements * TRANSPOSED_PACK_CYCLES)
 
 
 def _op_cycles(ops: OpCounts, numbers: MachineNumbers) -> float:
