@@ -292,15 +292,6 @@ def price_nest(
     return compute / share, data, overhead / share, read, write, beyond
 
 
-def body_cycles(in_core: float, l1: float, exposed: float) -> float:
-    """A library body's cycles from its parts, combined as a generated nest's (module doc):
-    its in-core work overlaps its L1 traffic, not its transfers from beyond L1 (``exposed``),
-    which it issues with no prefetch ahead: ``exposed + max(in_core, l1)``, the nest's
-    ``max(compute + exposed, data)``. So the two sides of a choice between a body and a
-    generated form are priced alike."""
-    return exposed + max(in_core, l1)
-
-
 MICRO_TILE_CYCLES = 8.0  # entering one register tile for one fold block (pointers, loop set-up)
 
 
@@ -324,6 +315,15 @@ def _op_cycles(ops: OpCounts, numbers: MachineNumbers) -> float:
     """Cycles of one vector evaluation of ``ops``."""
     return (ops.arithmetic / ARITHMETIC_PER_CYCLE + ops.exp * numbers.exp_cycles + ops.log * numbers.log_cycles
             + ops.divide * numbers.divide_cycles)
+
+
+def body_cycles(in_core: float, l1: float, exposed: float) -> float:
+    """A library body's cycles from its parts, combined as a generated nest's (module doc):
+    its in-core work overlaps its L1 traffic, not its transfers from beyond L1 (``exposed``),
+    which it issues with no prefetch ahead: ``exposed + max(in_core, l1)``, the nest's
+    ``max(compute + exposed, data)``. So the two sides of a choice between a body and a
+    generated form are priced alike."""
+    return exposed + max(in_core, l1)
 
 
 def _fitting_level(size: float, numbers: MachineNumbers) -> int:
