@@ -28,12 +28,15 @@ def test_adam_streams_come_from_their_homes():
     match = LibraryMatch("fused adam", roles, (), (n,), ("new_m", "new_v", "new_param"))
     numbers = machine_numbers(fixed_profile(), 1)
     in_memory = {name: 3 for _, name in roles}
-    expected = (4 * 4 * n / READ["memory"] + 3 * 4 * n / WRITE["memory"]) * CLOCK
+    # the square root and the divide of each vector (2.5 cycles each) wait on the transfers
+    # from beyond L1, as a generated nest's in-core work does (weft.cost.model.body_cycles)
+    divides = n / 16 * 2 * 2.5
+    expected = (4 * 4 * n / READ["memory"] + 3 * 4 * n / WRITE["memory"]) * CLOCK + divides
     assert price_adam(match, numbers, in_memory) == pytest.approx(expected)
     # without homes: where the whole set fits (28 MiB: memory; 14 MiB: the L3 share)
     assert price_adam(match, numbers) == pytest.approx(expected)
     half = LibraryMatch("fused adam", roles, (), (n // 2,), ("new_m", "new_v", "new_param"))
-    assert price_adam(half, numbers) == pytest.approx((8 * n / READ["l3"] + 6 * n / WRITE["l3"]) * CLOCK)
+    assert price_adam(half, numbers) == pytest.approx((8 * n / READ["l3"] + 6 * n / WRITE["l3"]) * CLOCK + divides / 2)
 
 
 def test_adam_body_is_never_priced_under_its_regions_lower_bound():

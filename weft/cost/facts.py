@@ -152,7 +152,10 @@ class FunctionFacts:
 
     ``carried`` pairs each member axis with the anchor axis its tiles follow;
     ``scratch_bytes`` is the tile-local scratch of the lowering's own tiling, whose
-    tile held ``scratch_points`` points of the tiled axes (scratch scales with it).
+    tile held ``scratch_points`` points of the tiled axes (scratch scales with it);
+    ``prefetched`` the inputs whose rows for the *next* tile one of its nests prefetches
+    while this tile computes (``weft.lower.row_prefetch``: a row chain tiled one row at a
+    time, Inference), so their reads overlap the tile's in-core work (``weft.cost.model``).
     """
 
     name: str
@@ -163,6 +166,7 @@ class FunctionFacts:
     scratch_bytes: int = 0
     scratch_points: int = 1
     one_pass: bool = False
+    prefetched: frozenset[str] = frozenset()  # buffers whose next tile a nest prefetches (MemberNest.prefetch)
 
 
 def count_ops(kernel: Kernel, fused_fma: bool, reciprocal_axis: str | None = None) -> OpCounts:
@@ -505,7 +509,18 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
         scratch_bytes=sum(s.elements * s.dtype.itemsize for s in function.scratch),
         scratch_points=max(1, scratch_points),
         one_pass=one_pass,
+        prefetched=_prefetched(function) if function.tile_loop is not None else frozenset(),
     )
+
+
+def _prefetched(function: LoweredFunction) -> frozenset[str]:
+    """The buffers whose next tile some nest of ``function`` prefetches (by the pointers of
+    ``MemberNest.prefetch``, named as the nests' views name them)."""
+    members = [nest for nest in function.nests if isinstance(nest, MemberNest)]
+    pointers = {prefetch.pointer for nest in members for prefetch in nest.prefetch}
+    if not pointers:
+        return frozenset()
+    return frozenset(view.buffer for nest in members for view in nest.views if view.pointer in pointers)
 
 
 def tile_sizes_of(function: LoweredFunction, carried: tuple[tuple[str, str, str], ...]) -> dict[str, int]:

@@ -41,17 +41,21 @@ class LibraryMatch:
         return dict(self.constants)[name]
 
 
-def stream_cycles(reads: tuple[tuple[str, float], ...], writes: tuple[tuple[str, float], ...], numbers,
-                  homes: dict[str, int] | None) -> float:
-    """Cycles to read each (buffer, bytes) of ``reads`` and write each of ``writes`` once: a
-    buffer from the level the plan leaves it at (``homes``, as the generic forms are priced),
-    else from the level the whole set fits."""
+def stream_parts(reads: tuple[tuple[str, float], ...], writes: tuple[tuple[str, float], ...], numbers,
+                 homes: dict[str, int] | None) -> tuple[float, float]:
+    """(L1 cycles, cycles beyond L1) to read each (buffer, bytes) of ``reads`` and write each of
+    ``writes`` once: a buffer from the level the plan leaves it at (``homes``, as the generic
+    forms are priced), else from the level the whole set fits."""
     together = sum(size for _, size in reads) + sum(size for _, size in writes)
     fits = next((number for number, capacity in enumerate(numbers.capacities) if together <= capacity),
                 len(numbers.capacities))
     homes = homes or {}
-    return (sum(size / numbers.read_bytes_per_cycle[homes.get(name, fits)] for name, size in reads)
-            + sum(size / numbers.write_bytes_per_cycle[homes.get(name, fits)] for name, size in writes))
+    parts = [0.0, 0.0]
+    for streams, bandwidth in ((reads, numbers.read_bytes_per_cycle), (writes, numbers.write_bytes_per_cycle)):
+        for name, size in streams:
+            level = homes.get(name, fits)
+            parts[level > 0] += size / bandwidth[level]
+    return parts[0], parts[1]
 
 
 def _elementwise_load(expr: Expr, axes: tuple[str, ...]) -> str | None:
@@ -165,7 +169,10 @@ def match_adam(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | None:
 def price_adam(match: LibraryMatch, numbers, homes: dict[str, int] | None = None) -> float:
     """Cycles of one pass: 4 streams read and 3 written once each, from and to the levels the
     plan leaves them at (``homes``; else where the whole set fits), plus one square root and
-    one divide per vector (the divide throughput bounds it when the streams fit in cache)."""
+    one divide per vector, combined as a generated nest's (``weft.cost.model.body_cycles``:
+    the body prefetches nothing, so the divides wait on the transfers from beyond L1)."""
+    from weft.cost.model import body_cycles
+
     elements = 1
     for extent in match.shape:
         elements *= extent
@@ -173,8 +180,8 @@ def price_adam(match: LibraryMatch, numbers, homes: dict[str, int] | None = None
     written = set(match.outputs)
     reads = tuple((name, size) for role, name in match.roles if name not in written)
     writes = tuple((name, size) for name in match.outputs)
-    memory = stream_cycles(reads, writes, numbers, homes)
+    l1, exposed = stream_parts(reads, writes, numbers, homes)
     vectors = -(-elements // max(numbers.lanes, 1))
     arithmetic = vectors * 2 * numbers.divide_cycles / max(numbers.threads, 1)
     parallel = numbers.parallel_region_cycles if elements >= 65536 and numbers.threads > 1 else 0.0
-    return max(memory, arithmetic) + parallel
+    return body_cycles(arithmetic, l1, exposed) + parallel

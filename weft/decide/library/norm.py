@@ -17,7 +17,7 @@ generic fused form (the row tile in scratch, both folds in the oracle's order) s
 
 from __future__ import annotations
 
-from weft.decide.library.adam import LibraryMatch, stream_cycles
+from weft.decide.library.adam import LibraryMatch, stream_parts
 from weft.ir import AxisIndex, Binary, BinaryOp, Combiner, Const, DType, Load, Plan, Unary, UnaryOp
 
 
@@ -101,11 +101,29 @@ def match_layer_norm(plan: Plan, members: tuple[str, ...]) -> LibraryMatch | Non
 
 
 def price_layer_norm(match: LibraryMatch, numbers, homes: dict[str, int] | None = None) -> float:
-    """Cycles: x read once from where the plan leaves it (``homes``; else where its size puts
-    it) and the output written once (the second read of each row hits cache), plus a few
-    vector operations per element."""
+    """Cycles, combined as a generated nest's (``weft.cost.model.body_cycles``): the body
+    prefetches nothing, so its in-core work waits on its transfers from beyond L1 (x read
+    once from where the plan leaves it, ``homes``, else where its size puts it; the output
+    written once) and overlaps only its L1 traffic (the second read of each row, from cache).
+
+    In-core, per row: the statistics are one chain of dependent updates (``d = x - mean;
+    mean += d / k`` per vector: a subtract and an FMA, each waiting on the last, at
+    ``FOLD_LATENCY``), then Chan's merge of the lanes (scalar and serial, two dependent
+    operations per lane) and a scalar tail; the output 3 vector operations per vector (and
+    one each for the weight and the bias). Worked example, 8192 x 1024 with 16 lanes, one
+    thread: 8192 x (64 x 2 + 16 x 2) x 4 = 5.2M cycles of chains, 8192 x 64 x 5 / 2 = 1.3M of
+    output operations, on top of reading and writing 32 MiB each from memory."""
+    from weft.cost.model import ARITHMETIC_PER_CYCLE, FOLD_LATENCY, ITEM_CYCLES, NEST_CYCLES, body_cycles
+
     rows, dim = match.shape
     size = rows * dim * 4.0
-    memory = stream_cycles(((match.role("x"), size),), ((match.role("out"), size),), numbers, homes)
-    arithmetic = rows * dim / max(numbers.lanes, 1) * 6 / max(numbers.threads, 1)
-    return max(memory, arithmetic)
+    l1, exposed = stream_parts(((match.role("x"), size),), ((match.role("out"), size),), numbers, homes)
+    l1 += size / numbers.read_bytes_per_cycle[0]  # the second read of each row
+    lanes = max(numbers.lanes, 1)
+    full, tail = divmod(dim, lanes)
+    chains = rows * (2 * full + (2 * lanes if full else 0) + 2 * tail) * FOLD_LATENCY
+    affine = sum(role in dict(match.roles) for role in ("weight", "bias"))
+    output = rows * -(-dim // lanes) * (3 + affine) / ARITHMETIC_PER_CYCLE
+    threads = max(numbers.threads, 1)
+    overhead = NEST_CYCLES + ITEM_CYCLES * rows / threads + (numbers.parallel_region_cycles if threads > 1 else 0.0)
+    return body_cycles((chains + output) / threads, l1, exposed) + overhead
