@@ -12,7 +12,11 @@ first arm; docs/benchmarking.md) and checks their parity. Beside each arm's medi
   write-only at the write bandwidth). Cross-entropy from logits and decode are
   read-only streams (decode: the weights and KV cache per token over the read
   bandwidth); softmax and layer norm read one tensor and write one of the same size.
-  The level is ``memory`` when R + W exceeds the L3, else ``l3``;
+  The level is ``memory`` when R + W exceeds the L3, else ``l3``. The copy probe
+  (``weft.cost.probes`` ``wp_copy``) is a plain load and a plain store per vector: each line it
+  writes is first read for ownership, so a loop with non-temporal stores could beat this floor
+  (a hand-written streamed copy of softmax's 32 MiB ran 1.39 ms against the plain copy's 1.67 ms
+  at 1 thread; README, h28-rows1). Weft's row chains store plainly;
 - **% of floor** = floor / median (100% is at the roof);
 - **the exp roof**: the transcendental vectors the plan must evaluate (exp, log, ...: each
   member's points over the lanes) at the profile's measured exp rate per core, times the

@@ -413,13 +413,13 @@ class NestWriter:
         if lane_accumulators:
             first, rest = lane_accumulators[0], lane_accumulators[1:]
             for other in rest:
-                self.emit(inner, f"{first} = {combine(combiner, self.dtype, True, first, other)};")
+                self.emit(inner, f"{first} = {self.lane_combine(combiner, first, other)};")
             acc = accumulators[0]
             if self.dtype is DType.FLOAT32:
                 # Inference (fold lanes are): the lanes combine as a tree of halves, log2(lanes)
                 # steps on the row's critical path instead of a chain of one scalar step per lane
                 for step in lane_tree(lanes):
-                    self.emit(inner, f"{first} = {combine(combiner, self.dtype, True, first, step.format(v=first))};")
+                    self.emit(inner, f"{first} = {self.lane_combine(combiner, first, step.format(v=first))};")
                 self.emit(inner, f"{acc} = {combine(combiner, self.dtype, False, acc, f'{first}[0]')};")
             else:
                 lane = self.counter.fresh("l")
@@ -431,6 +431,13 @@ class NestWriter:
             renderer.env = self.point_env(row, column)
             self.store(inner, renderer, row, column, vector, acc)
         self.emit(indent, "}")
+
+    def lane_combine(self, combiner: Combiner, acc: str, term: str) -> str:
+        """One vector step of a fold-laned accumulator: a ``plain_max`` nest's max by
+        compare-select, its steps and its lanes' tree alike (``weft.lower.row_max``)."""
+        if self.nest.plain_max and combiner is Combiner.MAX:
+            return f"wfc_pmax_f({acc}, {term})"
+        return combine(combiner, self.dtype, True, acc, term)
 
     def fold_terms(self, depth: int, items, lane_axis: str | None, first: str | None = None,
                    aligned: frozenset = frozenset(), span: tuple[str, str] | None = None) -> None:
@@ -451,7 +458,10 @@ class NestWriter:
             lanes_here = vector or lane_axis is not None
             value = renderer.render(self.kernel.body)
             term = renderer.splat(value) if lanes_here else value.code
-            combined = combine(combiner, self.dtype, lanes_here, first or acc, term)
+            if lane_axis is not None:
+                combined = self.lane_combine(combiner, first or acc, term)
+            else:
+                combined = combine(combiner, self.dtype, lanes_here, first or acc, term)
             if span is not None:
                 combined = f"wfc_span_sel_{SUFFIX[self.dtype]}({span[0]}, {span[1]}, {combined}, {acc})"
             self.emit(depth, f"{acc} = {combined};")

@@ -40,6 +40,7 @@ from weft.lower.library import lower_library
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, LoweredPlan, MemberNest, Scratch, TileLoop
 from weft.lower.region import FusedRegion, Partition
 from weft.lower.reuse import SharedLowering
+from weft.lower.row_max import with_plain_max
 from weft.lower.row_prefetch import with_row_prefetch
 from weft.lower.schedule import (
     PARALLEL_MIN_WORK,
@@ -426,6 +427,7 @@ def lower_region(
     nests = tuple(tiled_nest(plan, name, local_views, target, tiling, single) for name in region.members)
     params = function_params(nests, region.private)
     nests = with_row_prefetch(nests, params, tiling, TILE_VARIABLE, target.contract)
+    nests = with_plain_max(nests, region.private, target.contract)
     return LoweredFunction(
         name=region_function_name(region, taken),
         members=region.members,

@@ -108,6 +108,8 @@ class MemberNest:
     l1_reads: bool = False  # its reads are in L1 (an earlier member of the tile read them): a vector
     # is one unaligned load, not a whole-line read (two loads and a permute, which pay off only
     # against memory; weft.lower.row_prefetch)
+    plain_max: bool = False  # Inference: its max's vector steps by compare-select (one max instruction),
+    # where a NaN it may drop is NaN in every output anyway (weft.lower.row_max)
 
     @property
     def name(self) -> str:
@@ -139,6 +141,8 @@ class MemberNest:
             parts.append("prefetches the next tile's " + ", ".join(p.pointer for p in self.prefetch))
         if self.l1_reads:
             parts.append("reads from L1")
+        if self.plain_max:
+            parts.append("compare-select max")
         parts.append("parallel" if self.parallel else "serial")
         return f"{self.kernel.output}: " + "; ".join(parts)
 
