@@ -70,13 +70,18 @@ def check_against(arms: str, args: argparse.Namespace) -> None:
                              " exactly as in --arms, e.g. --arms unfused,priced,matchers --against matchers")
 
 
-def print_against(console: Console, result: dict, labels: list[str]) -> None:
-    """The tables of ``--against``: every other arm judged against each label, per section."""
-    from weft.bench.report import verdict_table
+def judged_against(result: dict, labels: list[str]) -> dict:
+    """label -> [(section, verdict)]: every other arm judged against each of ``labels``."""
     from weft.bench.result import verdicts_against
 
-    for label in labels:
-        rows = verdicts_against(result, label)
+    return {label: verdicts_against(result, label) for label in labels}
+
+
+def print_against(console: Console, judged: dict) -> None:
+    """The tables of ``--against`` (``judged_against``), per label and section."""
+    from weft.bench.report import verdict_table
+
+    for label, rows in judged.items():
         for section in dict.fromkeys(row[0] for row in rows):
             console.print(verdict_table(f"{section.replace('_', ' ')}: against {label}",
                                         [verdict for name, verdict in rows if name == section]))
@@ -97,7 +102,7 @@ def recompute_main(console: Console, path: str, against: list[str]) -> int:
                           f" {stored.get('status')} / ratio {stored.get('paired_median_ratio')}, recomputed"
                           f" {verdict.status} / ratio {verdict.paired_median_ratio}")
     console.print("recomputed verdicts agree with the recorded ones" if agree else "[red]verdicts differ[/red]")
-    print_against(console, result, against)
+    print_against(console, judged_against(result, against))
     return 0 if agree else 1
 
 
@@ -129,12 +134,10 @@ def main(args: argparse.Namespace) -> int:
     timed = set(labels)
     for label in [label for label in args.against if label not in timed]:
         console.print(f"[yellow]--against {label}: that arm was unavailable, so nothing is judged against it[/yellow]")
-    against = [label for label in args.against if label in timed]
-    if against:
-        from weft.bench.result import verdicts_against
-
-        result["against"] = {label: [{"section": name, **verdict.to_json()} for name, verdict in verdicts_against(result, label)]
-                             for label in against}
+    judged = judged_against(result, [label for label in args.against if label in timed])
+    if judged:
+        result["against"] = {label: [{"section": name, **verdict.to_json()} for name, verdict in rows]
+                             for label, rows in judged.items()}
     path = save_result(result, Path(args.out) if args.out else default_result_path(result["workload"], labels))
     rows = recompute(result)
     title = f"{result['workload']} {result['params']}" + (f" stage {','.join(result['stage'])}" if result["stage"] else "")
@@ -147,7 +150,7 @@ def main(args: argparse.Namespace) -> int:
     if result.get("whole"):
         print_section(console, f"{result['workload']}: whole plan", result["whole"], [r[1] for r in rows if r[0] == "whole"])
         print_budget(console, result["budget"])
-    print_against(console, result, against)
+    print_against(console, judged)
     if args.plot:
         plot_result(console, result, profile, args.plot)
     console.print(f"result written to {path} (recompute with: weft bench --recompute {path})")

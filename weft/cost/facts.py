@@ -371,8 +371,8 @@ def _pass_nests(nest, private: frozenset[str], scratch_pointers: frozenset[str],
         scores = nest.scores
         tile = (scores.rows, scores.block)
         scalar, transposed = _scores_packing(scores)
-        result = [replace(facts, library=True, register_tile=tile, packed_elements=scalar, transposed_elements=transposed)
-                  if facts.member == scores.kernel.output else replace(facts, library=True, register_tile=tile)
+        packing = {"packed_elements": scalar, "transposed_elements": transposed}
+        result = [replace(facts, library=True, register_tile=tile, **(packing if facts.member == scores.kernel.output else {}))
                   for facts in result]
     kernels = (nest.reference, *(dependent.kernel for dependent in nest.dependents))
     views = nest.local_views

@@ -248,14 +248,10 @@ def price_nest(
             target[level] += previous - moved
             previous = moved
         target[3] += previous
-    serial = parallel_threads <= 1
-    read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
-    write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
     exposed_read = read  # the reads the in-core work waits on (module doc)
     if overlapped:
         read = [a + b for a, b in zip(read, hidden, strict=True)]
-    data = (read[0] / read_bw[0] + read[1] / read_bw[1] + read[2] / read_bw[2] + read[3] / read_bw[3]
-            + write[0] / write_bw[0] + write[1] / write_bw[1] + write[2] / write_bw[2] + write[3] / write_bw[3])
+    data = transfer_cycles(read, write, numbers, parallel_threads, ALL_LEVELS)
     points = math.prod(trips)
     if nest.library and nest.register_tile[0]:
         compute = _register_tile_cycles(nest, extent, tile_count, numbers)
@@ -277,9 +273,7 @@ def price_nest(
         if nest.fold_axes:
             compute = max(compute, math.prod(trips[: shape.register_from]) * FOLD_LATENCY)  # chains wait on their adds
     # a generated nest's in-core work waits on its transfers from beyond L1 (module doc)
-    beyond = 0.0 if nest.library else (
-        exposed_read[1] / read_bw[1] + exposed_read[2] / read_bw[2] + exposed_read[3] / read_bw[3]
-        + write[1] / write_bw[1] + write[2] / write_bw[2] + write[3] / write_bw[3])
+    beyond = 0.0 if nest.library else transfer_cycles(exposed_read, write, numbers, parallel_threads, BEYOND_L1)
     items = math.prod(trips[1: 1 + shape.outer])
     if shape.vector_blocks > 0:
         blocks = trips[shape.vector_blocks]
@@ -290,6 +284,18 @@ def price_nest(
         overhead = NEST_CYCLES + ITEM_CYCLES * items
     share = max(1, parallel_threads)
     return compute / share, data, overhead / share, read, write, beyond
+
+
+ALL_LEVELS, BEYOND_L1 = (0, 1, 2, 3), (1, 2, 3)
+
+
+def transfer_cycles(read: list[float], write: list[float], numbers: MachineNumbers, threads: int,
+                    levels: tuple[int, ...]) -> float:
+    """Cycles to move ``read`` and ``write`` (bytes per level) at the bandwidth of each of
+    ``levels`` for a nest running ``threads`` (one thread: the serial bandwidths), reads first."""
+    read_bw = numbers.serial_read if threads <= 1 else numbers.read_bytes_per_cycle
+    write_bw = numbers.serial_write if threads <= 1 else numbers.write_bytes_per_cycle
+    return sum(read[level] / read_bw[level] for level in levels) + sum(write[level] / write_bw[level] for level in levels)
 
 
 SCALAR_PACK_CYCLES = 1.5
@@ -502,9 +508,7 @@ def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str,
         seen.update(access.buffer for access in nest.accesses)
         compute, data, overhead = compute + c, data + d, overhead + o
         if overlapped:
-            read_bw = numbers.serial_read if threads <= 1 else numbers.read_bytes_per_cycle
-            write_bw = numbers.serial_write if threads <= 1 else numbers.write_bytes_per_cycle
-            beyond = sum(r[level] / read_bw[level] + w[level] / write_bw[level] for level in (1, 2, 3))
+            beyond = transfer_cycles(r, w, numbers, threads, BEYOND_L1)
             streamed += beyond
             # the nest's own path leaves its overlapped reads out (they arrived during the tile before)
             busy += max(c + e, d - (beyond - e)) if not nest.library else max(c + e, d)

@@ -45,7 +45,7 @@ from weft.ir import (
     expr_axes,
     expr_loads,
 )
-from weft.lower.access import address_step
+from weft.lower.access import transposable
 from weft.lower.contraction import MICRO_ROWS, split_contraction
 from weft.lower.nest import BufferView
 
@@ -133,7 +133,7 @@ def packed_scores(
         return None
     extents = {axis.name: axis.extent for axis in kernel.all_axes}
     fold = kernel.fold_axes[0]
-    transposed = _rows_along_fold(y, views, fold.name) and fold.extent >= lanes
+    transposed = _rows_along_fold(y, views, column, fold.name) and fold.extent >= lanes
     return PackedScores(
         kernel=kernel, x_factor=x, y_factor=y, row_axis=inner[0], column_axis=column, fold_axis=fold.name,
         batch_axes=tuple((axis, extents[axis]) for axis in batch), env=tuple(env.items()), depth=fold.extent,
@@ -142,16 +142,17 @@ def packed_scores(
     )
 
 
-def _rows_along_fold(y: Expr, views: dict[str, BufferView], fold: str) -> bool:
-    """K is one plain float32 load whose address steps by one element along the fold (rows
-    contiguous along ``d``, as attention's keys): its full key blocks are then packed by lanes
-    x lanes tiles, one vector load per key and an in-register transpose (``k_transposed``),
-    not element by element (measured 0.4 against 1.45 cycles per element, vit-block's 64-key
-    windows: the whole pass 0.918 of the element-by-element packing, same bytes)."""
-    if not isinstance(y, Load) or y.padding is not None or not all(isinstance(i, AxisIndex) for i in y.index):
+def _rows_along_fold(y: Expr, views: dict[str, BufferView], column: str, fold: str) -> bool:
+    """K is one plain float32 load strided along the keys and unit-stride along the fold (rows
+    contiguous along ``d``, as attention's keys; ``weft.lower.access.transposable``): its full
+    key blocks are then packed by lanes x lanes tiles, one vector load per key and an
+    in-register transpose (``k_transposed``), not element by element (measured 0.4 against
+    1.45 cycles per element, vit-block's 64-key windows: the whole pass 0.918 of the
+    element-by-element packing, same bytes)."""
+    if not isinstance(y, Load) or not all(isinstance(index, AxisIndex) for index in y.index):
         return False
     view = views[y.buffer]
-    return view.dtype is DType.FLOAT32 and address_step(y, view.strides, fold) == 1
+    return view.dtype is DType.FLOAT32 and transposable(y, view.strides, column, fold)
 
 
 def row_group_sizes(extent: int, size: int, rows: int) -> list[int]:
