@@ -92,8 +92,12 @@ def test_schema2_probe_facts_are_measured_and_ordered(quick_profile):
     assert profile.fma_flops_per_core > 1e9
     assert {kind for kind, _ in profile.unary_vectors_per_s} == {"exp", "log", "divide"}
     assert all(rate > 0 for _, rate in profile.unary_vectors_per_s)
-    # exp is a long operation sequence: a divide per vector is cheaper on every CPU we know
-    assert profile.unary_rate("divide") > profile.unary_rate("exp")
+    # each of exp, log and divide takes at least one FMA slot's time per vector: none runs faster
+    # than the FMA peak in vectors (with room for noise). Their order among themselves is the
+    # machine's: a divide is cheaper than an exp on Zen 4 but not on Emerald Rapids (AVX-512
+    # vdivps: 249 M against exp's 254 M vectors/s measured), so it is not asserted.
+    fma_vectors_per_s = profile.fma_flops_per_core / (2 * profile.lanes)
+    assert all(rate < 1.5 * fma_vectors_per_s for _, rate in profile.unary_vectors_per_s)
     levels = {(level, kind, threads) for level, kind, threads, _ in profile.stream_bytes_per_s}
     assert ("l1", "read", 1) in levels and ("memory", "copy", 1) in levels
     # an L1-resident read is never slower than a read from memory (best of several runs each)
