@@ -52,3 +52,14 @@ def test_bad_environment_is_a_config_error(monkeypatch):
         Config(fusion="everything")
     with pytest.raises(ConfigError, match="budget_s"):
         Config(budget_s=0)
+
+
+def test_a_config_passed_by_position_is_named_in_the_error():
+    """``weft.compile(plan, Config(...))`` read the Config as the contract and said
+    "contract=Config(...) is not one of ('strict', 'inference')"."""
+    import weft
+    from weft.workloads import WORKLOADS
+
+    plan = WORKLOADS["softmax"].plan(rows=4, cols=8)
+    with pytest.raises(ConfigError, match=r"config=\.\.\."):
+        weft.compile(plan, Config(contract="inference"))

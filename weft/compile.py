@@ -581,6 +581,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
     input, or a wrong shape or dtype, is an ``InputError``.
     """
     plan = check_plan_argument(plan)
+    if isinstance(contract, Config) or isinstance(threads, Config) or isinstance(fusion, Config):
+        raise ConfigError("weft.compile(plan, Config(...)): a Config goes by name, weft.compile(plan, config=...);"
+                          " the positional arguments after the plan are contract ('strict' or 'inference'),"
+                          " threads and fusion")
     bound = bind_compile_params(plan, params)
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
