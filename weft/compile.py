@@ -76,7 +76,6 @@ def race_contenders(pricing, config: Config, target: Target):
 
     def contenders_of(region, form: str, tiling, budget, names=("unfused", "fused")):
         sub = pricing.subplan(region)
-        inputs = RaceInputs().for_plan(sub)
         tilings = {}
         if form == "fused" and tiling:
             primary, size = tiling[-1]
@@ -106,6 +105,9 @@ def race_contenders(pricing, config: Config, target: Target):
             artifact = build(source, config.cc, config.cache_dir, config.contract, timeout_s=budget.left())
         except subprocess.TimeoutExpired:
             return None
+        if budget.left() <= 0:
+            return None
+        inputs = RaceInputs().for_plan(sub)  # only for a race that will be timed
         return {name: CompiledPlan(sub, config, lowered, arena, artifact,
                                    entry_prefix=batch_prefix(number)).prepare(*inputs)
                 for number, (name, lowered, arena) in enumerate(built)}

@@ -80,6 +80,24 @@ def test_race_inputs_have_the_real_shapes_and_no_zeros():
             assert np.all(array != 0)
 
 
+def test_race_inputs_of_a_large_input_repeat_one_random_block():
+    """A race of sam3-encoder's window attention drew 48 M normal floats for its scores (0.72 s,
+    more than the race share): a large input now repeats ``RANDOM_BLOCK`` drawn values."""
+    from weft.decide.race import RANDOM_BLOCK
+
+    plan = weft.trace(lambda x: x * 2.0, weft.nn.spec((1000, 999)))
+    (array,) = RaceInputs().for_plan(plan)
+    assert array.shape == (1000, 999) and array.dtype == np.float32 and array.flags.c_contiguous
+    assert np.all(array != 0) and np.all(np.isfinite(array))
+    flat = array.reshape(-1)
+    assert 0.99 * RANDOM_BLOCK < len(np.unique(flat)) <= RANDOM_BLOCK  # the drawn values (float32 draws may tie), repeated
+    assert np.array_equal(flat[RANDOM_BLOCK:2 * RANDOM_BLOCK], flat[:RANDOM_BLOCK])
+    assert not np.array_equal(array[1], array[0])  # the prime block does not line up with the rows
+    assert abs(float(flat.mean())) < 0.05 and 0.95 < float(flat.std()) < 1.05  # still standard normal
+    (again,) = RaceInputs().for_plan(plan)
+    assert np.array_equal(again, array)  # the same inputs in every process (seeded)
+
+
 def test_race_inputs_keep_a_0_d_input_0_d():
     """Found by ``python -m weft.fuzz --seed 2029 --contract strict --fusion priced``: a
     cross-entropy over a 0-d label raced its contenders on a (1,)-shaped label
