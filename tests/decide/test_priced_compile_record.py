@@ -62,6 +62,17 @@ def test_a_race_is_not_started_when_its_share_cannot_hold_a_build():
     assert not budget.can_race()  # 0.2 s left: less than the prior 0.3 s build
 
 
+def test_a_race_is_not_started_when_its_share_cannot_hold_its_timing():
+    """sam3-encoder's window attention (calls of ~0.1 s each) built its contenders and then
+    could not time two blocks in what was left: the model's times per call now say so first."""
+    from weft.decide.race import MIN_BLOCKS, WARMUPS, timing_estimate
+
+    assert timing_estimate((0.1, 0.05)) == pytest.approx(0.15 * (WARMUPS + 2 * MIN_BLOCKS))
+    budget = RaceBudget(1.0)
+    assert budget.can_race(timing_estimate((1e-3, 1e-3)))  # 12 ms of calls and a 0.3 s build fit 1 s
+    assert not budget.can_race(timing_estimate((0.1, 0.05)))  # 0.9 s of calls do not
+
+
 def test_the_race_under_way_counts_against_its_share():
     import time
 

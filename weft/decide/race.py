@@ -53,8 +53,18 @@ class RaceBudget:
         running = 0.0 if self.running_since is None else time.perf_counter() - self.running_since
         return self.seconds - self.spent - running
 
-    def can_race(self) -> bool:
-        return self.left() >= self.build_s + MIN_TIMING_S
+    def can_race(self, timing_s: float = 0.0) -> bool:
+        """Whether the share left holds a build and the timing: ``timing_s``, the calls a race
+        makes at the model's predicted times (``timing_estimate``), else ``MIN_TIMING_S``."""
+        return self.left() >= self.build_s + max(MIN_TIMING_S, timing_s)
+
+
+def timing_estimate(seconds_per_call: tuple[float, ...]) -> float:
+    """Seconds the fewest blocks a race judges take at the given times per call of its
+    contenders: ``WARMUPS`` calls of each, then ``MIN_BLOCKS`` blocks of two calls each. A race
+    of sam3-encoder's window attention (a call of ~0.1 s) built its contenders, 0.78 s, and then
+    could not time two blocks in what was left."""
+    return sum(seconds_per_call) * (WARMUPS + 2 * MIN_BLOCKS)
 
 
 @dataclass(frozen=True, slots=True)

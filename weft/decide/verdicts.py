@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from weft.compose.priced import PRICED_MARGIN
 from weft.cost.distance import region_homes
 from weft.decide.library import admissions, proposed_regions
-from weft.decide.race import RaceBudget, RaceOutcome, run_race
+from weft.decide.race import MIN_TIMING_S, RaceBudget, RaceOutcome, run_race, timing_estimate
 from weft.decide.record import Decision, DecisionRecord, RecordKey, context_digest
 
 DEFAULT_RACE_MARGIN = 0.10
@@ -326,22 +326,26 @@ class DecidedPricing:
         thin = slower > 0 and abs(prices[model_choice] - prices[runner_up]) / slower < self.race_margin
         if not thin:
             return Decision(choice=model_choice, source="model", **base)
-        outcome = self._race(region, model_choice, base, (model_choice, runner_up))
+        numbers = getattr(getattr(self.pricing, "pricer", None), "numbers", None)
+        clock = getattr(numbers, "clock_hz", 0.0) or 0.0
+        timing_s = timing_estimate((prices[model_choice] / clock, prices[runner_up] / clock)) if clock > 0 else 0.0
+        outcome = self._race(region, model_choice, base, (model_choice, runner_up), timing_s)
         if outcome is None:
             self.decide_report.race_skipped += 1
             gap = (prices[runner_up] - prices[model_choice]) / slower
             base["reason"] = (f"not raced: {model_choice} leads {runner_up} by a thin {gap:+.1%} (under"
                               f" {self.race_margin:.0%}) but the race share had"
                               f" {max(0.0, self.race_budget.left()) * 1e3:.0f} ms left (building a race's"
-                              f" contenders takes about {self.race_budget.build_s * 1e3:.0f} ms)")
+                              f" contenders takes about {self.race_budget.build_s * 1e3:.0f} ms, timing"
+                              f" these two about {max(MIN_TIMING_S, timing_s) * 1e3:.0f} ms)")
             return Decision(choice=model_choice, source="model", **base)
         self.decide_report.raced += 1
         return Decision(choice=outcome.choice, source="race", race=outcome.to_dict(), **base)
 
     def _race(self, region, model_choice: str, base: dict,
-              names: tuple[str, str] = ("unfused", "fused")) -> RaceOutcome | None:
+              names: tuple[str, str] = ("unfused", "fused"), timing_s: float = 0.0) -> RaceOutcome | None:
         budget = self.race_budget
-        if self.contenders is None or not budget.can_race():
+        if self.contenders is None or not budget.can_race(timing_s):
             return None
         start = budget.running_since = time.perf_counter()
         try:
