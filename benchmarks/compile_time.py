@@ -31,7 +31,9 @@ too, unless the cold compile's budget left candidates undecided (then the engine
 Each row reports the prices, races and verdicts of each
 compile, the kernel-set and digest equality and warm / cold. The machine profile is
 calibrated once beforehand and copied into every fresh cache (calibration is a one-time
-cost per machine, not part of a compile); its seconds are reported.
+cost per machine, not part of a compile); so are the precompiled system headers every unit
+starts from (``weft.codegen.pch``, about 1 s per contract once per machine; every run); its
+seconds are reported.
 
     python benchmarks/compile_time.py                  # all rows, ~2-4 min
     python benchmarks/compile_time.py --fusion priced --workloads qwen-decode-step,sam3-encoder --depths full
@@ -169,13 +171,17 @@ def measure(workload: str, depth: int, cache_dir: str, fusion: str = "greedy", d
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def calibrated_profile(folder: Path) -> float:
-    """Calibrate this machine's profile into ``folder/machine`` (copied into every fresh cache
-    of a priced run: a one-time cost per machine, not a compile's); returns its seconds."""
+def calibrated_profile(folder: Path, profile: bool = True) -> float:
+    """Prepare ``folder/machine`` (copied into every fresh cache: a one-time cost per machine,
+    not a compile's): the precompiled headers (``weft.codegen.pch``) and, for a priced run,
+    the machine profile; returns its seconds."""
     environment = {**os.environ, "WEFT_CACHE_DIR": str(folder), "PYTHONPATH": str(ROOT)}
+    code = "from weft.codegen.driver import prepare_headers; from weft.config import config_from_env; " \
+           "c = config_from_env(); prepare_headers(c.cc, c.cache_dir)"
+    if profile:
+        code += "; from weft.cost.machine import machine_profile; machine_profile()"
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from weft.cost.machine import machine_profile; machine_profile()"],
-                   check=True, env=environment, timeout=900)
+    subprocess.run([sys.executable, "-c", code], check=True, env=environment, timeout=900)
     return time.perf_counter() - start
 
 
@@ -189,11 +195,10 @@ def fresh_cache(profile_folder: Path | None) -> tempfile.TemporaryDirectory:
 def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wanted: str = "all",
         digest: str = "auto") -> list[dict]:
     rows = []
-    profile_folder = None
-    if fusion == "priced":
-        profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-profile-"))
-        print(f"machine profile calibrated in {calibrated_profile(profile_folder):.1f} s (once; copied into each"
-              " fresh cache)", flush=True)
+    profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-machine-"))
+    what = "precompiled headers and machine profile" if fusion == "priced" else "precompiled headers"
+    print(f"{what} prepared in {calibrated_profile(profile_folder, fusion == 'priced'):.1f} s (once; copied into"
+          " each fresh cache)", flush=True)
     for workload in workloads:
         depths = DEPTHS[workload][:2] if quick else DEPTHS[workload]
         if depths_wanted == "full":
@@ -232,10 +237,8 @@ def run_against(workloads, repeats: int, fusion: str, against: Path) -> dict:
     depth the median CPU seconds of ``weft.compile``, the spread (the gap between the
     medians of an arm's two positions) and the growth: the median of the paired ratios."""
     arms = {"base": Path(against).resolve(), "this": ROOT}
-    profile_folder = None
-    if fusion == "priced":
-        profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-profile-"))
-        calibrated_profile(profile_folder)
+    profile_folder = Path(tempfile.mkdtemp(prefix="weft-compile-time-machine-"))
+    calibrated_profile(profile_folder, fusion == "priced")
     cells = []
     for workload in workloads:
         depths = (4, DEPTHS[workload][-1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from weft import mathf
 
-_HEADER = """\
+HEADER_TEXT = """\
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,4 +270,4 @@ def uses_reference_math() -> bool:
 
 
 def prelude(lanes: int) -> str:
-    return _HEADER + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes, splat=', '.join(['s'] * lanes), iota=', '.join(str(n) for n in range(lanes))) + transpose_source(lanes)
+    return HEADER_TEXT + math_source(lanes) + _HELPERS.format(lanes=lanes, long_bytes=8 * lanes, splat=', '.join(['s'] * lanes), iota=', '.join(str(n) for n in range(lanes))) + transpose_source(lanes)
