@@ -319,7 +319,6 @@ def nest_traffic(plan: NestPlan, trips: list[int], numbers: MachineNumbers, home
                 break
             outside *= trips[k]
         splits.append((split, outside))
-    (split1, outside1), (split2, outside2), (split3, outside3) = splits
     read = [0.0, 0.0, 0.0, 0.0]
     write = [0.0, 0.0, 0.0, 0.0]
     hidden = [0.0, 0.0, 0.0, 0.0]  # reads of the overlapped buffers
@@ -334,25 +333,15 @@ def nest_traffic(plan: NestPlan, trips: list[int], numbers: MachineNumbers, home
         compulsory = values[-1]
         home = homes.get(buffer, 3)
         target = write if store else hidden if buffer in overlapped else read
-        # L1, L2, L3 in turn: what misses a level moves from the next; memory serves the rest
-        moved = outside1 * values[held[split1]]
-        if home <= 0:  # the compulsory bytes already sit in this level: they do not miss it
-            moved = moved - compulsory if moved > compulsory else 0.0
-        moved = moved if moved < core else core
-        target[0] += core - moved
-        previous = moved
-        moved = outside2 * values[held[split2]]
-        if home <= 1:
-            moved = moved - compulsory if moved > compulsory else 0.0
-        moved = moved if moved < previous else previous
-        target[1] += previous - moved
-        previous = moved
-        moved = outside3 * values[held[split3]]
-        if home <= 2:
-            moved = moved - compulsory if moved > compulsory else 0.0
-        moved = moved if moved < previous else previous
-        target[2] += previous - moved
-        target[3] += moved
+        previous = core  # L1, L2, L3 in turn: what misses a level moves from the next
+        for level, (split, outside) in enumerate(splits):
+            moved = outside * values[held[split]]
+            if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
+                moved = moved - compulsory if moved > compulsory else 0.0
+            if moved < previous:  # (else the level serves nothing)
+                target[level] += previous - moved
+                previous = moved
+        target[3] += previous  # memory serves the rest
     return read, write, hidden, gathered
 
 
