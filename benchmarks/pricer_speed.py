@@ -85,6 +85,12 @@ def digest(entries) -> tuple[str, list[str]]:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest(), lines
 
 
+def as_pricing_py(label: str) -> bool:
+    """Whether ``benchmarks/pricing.py`` times this price: a fused form's tiling, no homes, 1 thread."""
+    _, _, threads, _, form, *_ = label.split("/")
+    return threads == "1" and form != "unfused" and label.endswith("/none")
+
+
 def timed_round(entries, repeats: int = 5) -> dict:
     from weft.cost.model import price_function
 
@@ -98,8 +104,9 @@ def timed_round(entries, repeats: int = 5) -> dict:
             price_function(facts, numbers, homes, sizes)
             best = min(best, clock() - t0)
         fastest.append(best)
+    forms = [took for (label, *_), took in zip(entries, fastest, strict=True) if as_pricing_py(label)]
     return {"median_price_us": statistics.median(fastest) * 1e6, "mean_price_us": statistics.fmean(fastest) * 1e6,
-            "round_s": clock() - start}
+            "forms_median_price_us": statistics.median(forms) * 1e6, "forms": len(forms), "round_s": clock() - start}
 
 
 def child(workloads: tuple[str, ...], speed_workloads: tuple[str, ...]) -> None:
@@ -182,27 +189,32 @@ def main() -> int:
     for process in arms.values():
         process.stdin.close()
         process.wait()
-    medians = {name: [r["median_price_us"] for r in rows] for name, rows in rounds.items()}
-    # a block holds each arm twice: pair the block's mean of each
-    per_block = {name: [statistics.fmean(values[2 * i: 2 * i + 2]) for i in range(args.blocks)]
-                 for name, values in medians.items()}
-    speedups = [b / h for b, h in zip(per_block["base"], per_block["head"], strict=True)]
-    floor = [c / b for b, c in zip(per_block["base"], per_block["control"], strict=True)]
-    for name in arms:
-        s = summary(medians[name])
-        print(f"{name:8s} median per price, us: min {s['min']:.2f} median {s['median']:.2f} max {s['max']:.2f}"
-              f"  (rounds {', '.join(f'{v:.2f}' for v in medians[name])})")
-    print(f"base / head per block: median {statistics.median(speedups):.2f}x (min {min(speedups):.2f}, max"
-          f" {max(speedups):.2f}); A/A control / base: median {statistics.median(floor):.3f}"
-          f" (min {min(floor):.3f}, max {max(floor):.3f})")
-    beats = max(medians["head"]) < min(medians["base"])
-    print(f"every head round faster than every base round: {beats}")
+    verdicts = {}
+    for metric, what in (("median_price_us", f"every price ({heads['head']['timed']})"),
+                         ("forms_median_price_us", f"pricing.py's prices ({rounds['head'][0]['forms']}: fused forms,"
+                                                   " no homes, 1 thread)")):
+        medians = {name: [r[metric] for r in rows] for name, rows in rounds.items()}
+        # a block holds each arm twice: pair the block's mean of each
+        per_block = {name: [statistics.fmean(values[2 * i: 2 * i + 2]) for i in range(args.blocks)]
+                     for name, values in medians.items()}
+        speedups = [b / h for b, h in zip(per_block["base"], per_block["head"], strict=True)]
+        floor = [c / b for b, c in zip(per_block["base"], per_block["control"], strict=True)]
+        print(f"median time per price over {what}:")
+        for name in arms:
+            s = summary(medians[name])
+            print(f"  {name:8s} us: min {s['min']:.2f} median {s['median']:.2f} max {s['max']:.2f}"
+                  f"  (rounds {', '.join(f'{v:.2f}' for v in medians[name])})")
+        beats = max(medians["head"]) < min(medians["base"])
+        print(f"  base / head per block: median {statistics.median(speedups):.2f}x (min {min(speedups):.2f}, max"
+              f" {max(speedups):.2f}); A/A control / base: median {statistics.median(floor):.3f}"
+              f" (min {min(floor):.3f}, max {max(floor):.3f}); every head round faster than every base round: {beats}")
+        verdicts[metric] = {"speedup_per_block": speedups, "control_per_block": floor, "head_always_faster": beats}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"schema": "weft-pricer-speed/1", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
                                         "base": str(args.base), "heads": {k: {x: y for x, y in v.items() if x != "lines"}
                                                                           for k, v in heads.items()},
-                                        "rounds": rounds, "speedup_per_block": speedups, "control_per_block": floor},
+                                        "rounds": rounds, "verdicts": verdicts},
                                        indent=1))
         print(f"wrote {args.out}")
     return 0
