@@ -236,6 +236,8 @@ class NestPlan:
     # vector-block loop, arithmetic / ARITHMETIC_PER_CYCLE, exp, log and divide per point,
     # transposed, folds, register_from, outer, blocks_per_item)
     core: tuple = ()
+    dynamic: bool = True  # whether a tiling sets a loop that moves some access (else ``values`` is every one's)
+    values: tuple[tuple, ...] = ()
 
 
 def nest_plan(nest: NestFacts, shape: LoopShape, trips, varying: frozenset[int], line: int) -> NestPlan:
@@ -275,7 +277,8 @@ def nest_plan(nest: NestFacts, shape: LoopShape, trips, varying: frozenset[int],
     core_terms = (bool(nest.register_tile[0]), nest.lanes, shape.vector_blocks, ops.arithmetic / ARITHMETIC_PER_CYCLE,
                   ops.exp, ops.log, ops.divide, nest.transposed, bool(nest.fold_axes), shape.register_from, shape.outer,
                   nest.blocks_per_item)
-    return NestPlan(tuple(accesses), tuple(body), core_terms)
+    return NestPlan(tuple(accesses), tuple(body), core_terms, any(access[8] for access in accesses),
+                    tuple(access[5] for access in accesses))
 
 
 def _suffix_bytes(elements: int, run: int, size: int, line: int, has_unit: bool) -> float:
@@ -293,8 +296,8 @@ def nest_traffic(plan: NestPlan, trips: list[int], numbers: MachineNumbers, home
     line = numbers.line
     body = plan.body
     copied = False
-    values_of = []
-    for _, size, _, _, has_unit, values, elements, run, steps, _, grows, _, _ in plan.accesses:
+    values_of = [] if plan.dynamic else plan.values
+    for _, size, _, _, has_unit, values, elements, run, steps, _, grows, _, _ in plan.accesses if plan.dynamic else ():
         if steps:  # the loops a tiling sets: as ``_suffix_bytes``, inline
             values = list(values)
             for k, unit in steps:
@@ -595,16 +598,17 @@ def price_function(
     if facts.fused:
         return _price_fused(facts, numbers, homes, sizes or {}, parallel_tiles)
     compute = data = overhead = cycles = 0.0
-    read_total, write_total = [0.0] * 4, [0.0] * 4
+    served = [0.0, 0.0, 0.0, 0.0]  # whole bytes: exact in any order (``NestPlan``)
     for nest in facts.nests:
         run_threads = numbers.threads if nest.parallel else 1
         c, d, o, r, w, e = _price_alone(nest, numbers, homes, run_threads)
         o += numbers.parallel_region_cycles if run_threads > 1 else 0.0
         compute, data, overhead, cycles = compute + c, data + d, overhead + o, cycles + max(c + e, d) + o
-        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
-        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
-    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
-    return Price(cycles, compute, data, overhead, served, 0, "unfused")
+        served[0] += r[0] + w[0]
+        served[1] += r[1] + w[1]
+        served[2] += r[2] + w[2]
+        served[3] += r[3] + w[3]
+    return Price(cycles, compute, data, overhead, tuple(served), 0, "unfused")
 
 
 def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int],
@@ -638,7 +642,7 @@ def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str,
             tile_home = level
             break
     compute = data = overhead = 0.0
-    read_total, write_total = [0.0] * 4, [0.0] * 4
+    served = [0.0, 0.0, 0.0, 0.0]  # whole bytes: exact in any order (``NestPlan``)
     busy = 0.0
     # the next row's inputs prefetched while this row computes (only where the lowering emits the
     # prefetch: tiles of one row, many of them): their transfers overlap the tile's in-core work
@@ -681,20 +685,14 @@ def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str,
             busy += max(c + e, d - (beyond - e)) if not nest.library else max(c + e, d)
         else:
             busy += max(c + e, d)
-        read_total[0] += r[0]
-        read_total[1] += r[1]
-        read_total[2] += r[2]
-        read_total[3] += r[3]
-        write_total[0] += w[0]
-        write_total[1] += w[1]
-        write_total[2] += w[2]
-        write_total[3] += w[3]
+        served[0] += r[0] + w[0]
+        served[1] += r[1] + w[1]
+        served[2] += r[2] + w[2]
+        served[3] += r[3] + w[3]
     if overlapped:
         busy = max(busy, streamed)
     overhead += TILE_CYCLES * tile_count / threads + (numbers.parallel_region_cycles if threads > 1 else 0.0)
     scratch = int(facts.scratch_bytes * tile_points / facts.scratch_points) * threads
-    served = (read_total[0] + write_total[0], read_total[1] + write_total[1], read_total[2] + write_total[2],
-              read_total[3] + write_total[3])
     tiling = ", ".join(cut) or "one tile"
-    return Price(busy + overhead, compute, data, overhead, served, scratch,
+    return Price(busy + overhead, compute, data, overhead, tuple(served), scratch,
                  f"{'one pass' if facts.one_pass else 'fused'} tiles {tiling} ({tile_count} tiles)")
