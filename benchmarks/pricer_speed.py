@@ -33,8 +33,11 @@ ROOT = HERE.parent
 SPEED_WORKLOADS = ("vit-block", "qwen-decode-step", "sam3-encoder")
 
 
-def corpus(workloads: tuple[str, ...]) -> list[tuple]:
-    """(label, facts, numbers, homes, sizes) of every price the pricing phase can ask for."""
+def corpus(workloads: tuple[str, ...], params: dict | None = None, profiles: tuple = (),
+           contracts: tuple[str, ...] = ("strict", "inference")) -> list[tuple]:
+    """(label, facts, numbers, homes, sizes) of every price the pricing phase can ask for, on
+    ``profiles`` (default: this machine's calibrated one); ``params``: workload -> its sizes.
+    ``tests/cost/test_price_plans.py`` checks every one of them."""
     from weft.codegen.cpu import cpu_features, lanes_for
     from weft.compose.priced import survey_candidates
     from weft.config import config_from_env
@@ -44,14 +47,14 @@ def corpus(workloads: tuple[str, ...]) -> list[tuple]:
     from weft.lower import Target
     from weft.workloads import WORKLOADS
 
-    profile = machine_profile()
+    profiles = profiles or (machine_profile(),)
     entries = []
     for name in workloads:
-        plan = WORKLOADS[name].plan()
-        for contract in ("strict", "inference"):
+        plan = WORKLOADS[name].plan(**(params or {}).get(name, {}))
+        for contract in contracts:
             config = config_from_env(contract=contract, threads=1, fusion="priced", budget_s=600)
-            pricing = region_pricing(plan, config, Target(lanes_for(cpu_features()), contract), profile=profile)
-            numbers = [machine_numbers(profile, threads) for threads in (1, 2)]
+            pricing = region_pricing(plan, config, Target(lanes_for(cpu_features()), contract), profile=profiles[0])
+            numbers = [machine_numbers(profile, threads) for profile in profiles for threads in (1, 2)]
             seen = set()
             for region in survey_candidates(plan):
                 lowering = pricing.region_lowering(region)
@@ -61,6 +64,7 @@ def corpus(workloads: tuple[str, ...]) -> list[tuple]:
                 seen.add(key)
                 for numbers_at in numbers:
                     tag = f"{name}/{contract}/{numbers_at.threads}/{lowering.signature[:12]}"
+                    tag += f"/line {numbers_at.line}" if numbers_at.line != 64 else ""
                     for facts in lowering.unfused():
                         homes = lowering.member_homes.get(facts.members[0], {})
                         entries.append((f"{tag}/unfused/{facts.name}", facts, numbers_at, homes, None))

@@ -13,29 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from plans.profiles import fixed_profile
 
-from weft.codegen.cpu import cpu_features, lanes_for
-from weft.compose.priced import survey_candidates
-from weft.config import config_from_env
 from weft.cost import model
 from weft.cost.facts import loop_shape, nest_loops
-from weft.cost.model import machine_numbers, price_function
-from weft.fuse import region_pricing
-from weft.lower import Target
+from weft.cost.model import price_function
 from weft.workloads import WORKLOADS
 
-SMALL = {  # the accuracy benchmark's sizes: other cache fits than the defaults
-    "attention": {"tokens": 1024, "heads": 4},
-    "layernorm": {"rows": 4096, "dim": 1024},
-    "softmax": {"rows": 4096, "cols": 1024},
-    "adam": {"params": 2_000_000, "tensors": 2},
-    "cross-entropy": {"tokens": 256, "vocab": 32000, "hidden": 256},
-    "vit-block": {"tokens_side": 24, "dim": 256, "heads": 4, "window": 8, "mlp_dim": 1024},
-    "qwen-decode-step": {"layers": 1},
-}
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+from pricer_speed import corpus  # noqa: E402 (every price the pricing phase can ask for)
+from pricing import ACCURACY_WORKLOADS  # noqa: E402
 
 
 def reference_nest(nest, extent, numbers, homes, threads, tile=None, overlapped=frozenset()):
@@ -176,40 +167,19 @@ def reference_price(facts, numbers, homes, sizes=None):
                        f"{'one pass' if facts.one_pass else 'fused'} tiles {cut} ({tile_count} tiles)")
 
 
-def prices_asked(name: str, params: dict, contract: str):
-    """(label, facts, numbers, homes, sizes) of every price the pricing phase can ask for."""
-    profile = fixed_profile()
-    profiles = (profile, dataclasses.replace(profile, line_bytes=128))  # the plans are derived per line size
-    plan = WORKLOADS[name].plan(**params)
-    config = config_from_env(contract=contract, threads=1, fusion="priced", budget_s=600)
-    pricing = region_pricing(plan, config, Target(lanes_for(cpu_features()), contract), profile=profile)
-    seen = set()
-    for region in survey_candidates(plan):
-        lowering = pricing.region_lowering(region)
-        key = (lowering.signature, tuple(sorted(lowering.homes.items())))
-        if key in seen:
-            continue
-        seen.add(key)
-        for numbers in (machine_numbers(each, threads) for each in profiles for threads in (1, 2)):
-            for facts in lowering.unfused():
-                yield f"{facts.name} unfused", facts, numbers, lowering.member_homes.get(facts.members[0], {}), None
-            for form in lowering.forms():
-                for tiling in form.tilings:
-                    for homes in (lowering.homes, {}):
-                        yield f"{region.members} {form.name} {tiling}", form.facts, numbers, homes, dict(tiling)
-
-
-CASES = [(name, {}) for name in WORKLOADS] + list(SMALL.items())
+CASES = [(name, {}) for name in WORKLOADS] + list(ACCURACY_WORKLOADS.items())  # its sizes: other cache fits
 
 
 @pytest.mark.parametrize("contract", ["strict", "inference"])
 @pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{'small' if p else 'default'}" for n, p in CASES])
 def test_every_price_of_a_built_in_workload_is_the_loop_by_loop_price_to_the_bit(name, params, contract):
+    profile = fixed_profile()
+    profiles = (profile, dataclasses.replace(profile, line_bytes=128))  # the plans are derived per line size
     checked = 0
-    for label, facts, numbers, homes, sizes in prices_asked(name, params, contract):
+    for label, facts, numbers, homes, sizes in corpus((name,), {name: params}, profiles, (contract,)):
         expected = reference_price(facts, numbers, homes, sizes)
         for _ in range(2):  # the first price derives the plans, the second reads them back
             price = price_function(facts, numbers, homes, sizes)
-            assert price == expected, f"{name} {contract} {label} @{numbers.threads} threads, line {numbers.line}"
+            assert price == expected, label
         checked += 1
     assert checked > 0
