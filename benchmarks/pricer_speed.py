@@ -2,7 +2,7 @@
 and in this one, side by side: every price must be bit-identical, the time per price is timed
 interleaved.
 
-    python benchmarks/pricer_speed.py --base /work/main [--blocks 6] [--out FILE]
+    python benchmarks/pricer_speed.py --base /work/main [--blocks 6] [--out FILE] [--base-commit REV]
     python benchmarks/pricer_speed.py --digest        # this checkout's prices: count and digest
 
 Each arm is a child process (``PYTHONPATH`` = its checkout) that lowers the built-in workloads'
@@ -128,6 +128,25 @@ def child(workloads: tuple[str, ...], speed_workloads: tuple[str, ...]) -> None:
         print(json.dumps(timed_round(timed)), flush=True)
 
 
+def provenance(base: Path, base_commit: str | None) -> dict:
+    """The commits, the machine and its profile (docs: BENCHMARKING.md, rule 7)."""
+    import platform
+
+    from weft.cost.machine import machine_profile
+
+    def commit(checkout: Path) -> str | None:
+        done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    profile = machine_profile()
+    return {"head_commit": commit(ROOT), "head_dirty": bool(dirty), "base_commit": base_commit or commit(base),
+            "cpu": profile.cpu_model, "profile_id": profile.profile_id, "python": platform.python_version(),
+            "threads": "1 (the pricer is single-threaded; 1- and 2-thread prices are priced)",
+            "load_average": os.getloadavg()}
+
+
 def spawn(checkout: Path, workloads, speed_workloads) -> subprocess.Popen:
     env = {key: value for key, value in os.environ.items() if key not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
     env["PYTHONPATH"] = str(checkout)
@@ -149,6 +168,7 @@ def summary(rounds: list[float]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, help="the other checkout's root")
+    parser.add_argument("--base-commit", help="the base's commit, where it is no git checkout (an archive)")
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--workloads", default="", help="comma-separated (default: every built-in workload)")
     parser.add_argument("--speed-workloads", default=",".join(SPEED_WORKLOADS))
@@ -172,6 +192,7 @@ def main() -> int:
         return 0
     if args.base is None:
         parser.error("--base (or --digest) is required")
+    context = provenance(args.base, args.base_commit)
     arms = {"base": spawn(args.base.resolve(), workloads, speed_workloads), "head": spawn(ROOT, workloads, speed_workloads),
             "control": spawn(args.base.resolve(), workloads, speed_workloads)}
     heads = {name: json.loads(process.stdout.readline()) for name, process in arms.items()}
@@ -216,7 +237,8 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"schema": "weft-pricer-speed/1", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                                        "base": str(args.base), "heads": {k: {x: y for x, y in v.items() if x != "lines"}
+                                        "base": str(args.base), "provenance": context,
+                                        "load_average_end": os.getloadavg(), "heads": {k: {x: y for x, y in v.items() if x != "lines"}
                                                                           for k, v in heads.items()},
                                         "rounds": rounds, "verdicts": verdicts},
                                        indent=1))
