@@ -129,7 +129,7 @@ def child(workloads: tuple[str, ...], speed_workloads: tuple[str, ...]) -> None:
 
 
 def provenance(base: Path, base_commit: str | None) -> dict:
-    """The commits, the machine and its profile (docs: BENCHMARKING.md, rule 7)."""
+    """The commits, the machine and its profile (docs/benchmarking.md, rule 7)."""
     import platform
 
     from weft.cost.machine import machine_profile
