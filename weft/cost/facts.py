@@ -16,7 +16,7 @@ are loop values (``weft.lower.values``); the tiling is read from the tile loop
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from weft.ir import (
     Binary,
@@ -167,6 +167,94 @@ class FunctionFacts:
     scratch_points: int = 1
     one_pass: bool = False
     prefetched: frozenset[str] = frozenset()  # buffers whose next tile a nest prefetches (MemberNest.prefetch)
+    layout: TileLayout | None = field(default=None, compare=False, repr=False)  # derived: ``tile_layout``
+
+
+@dataclass(frozen=True, slots=True)
+class MemberTile:
+    """One nest of a fused function, as every tiling sees it: its member axes the tile loop
+    cuts, each with the anchor axis its tiles follow, and the buffers whose first touch in the
+    tile is served where the tile fits (private scratch; ``True``: touched by an earlier nest
+    of the tile, served where the tile fits or nearer)."""
+
+    nest: NestFacts
+    shape: LoopShape
+    tiled: frozenset[str]
+    carried: tuple[tuple[str, str], ...]  # (member axis, anchor axis)
+    local: tuple[tuple[str, bool], ...]
+    trips: tuple[int, ...]  # every loop's trips at the nest's own extents (0 where a tiling sets them)
+    varying: tuple[tuple[int, str, int, int], ...]  # (loop, anchor axis, rule, n) of each loop a tiling cuts
+    vector: tuple[str | None, int]  # the anchor its vector axis follows (None: not cut), and the axis' extent
+
+
+@dataclass(frozen=True, slots=True)
+class TileLayout:
+    """What pricing a fused function reads before any tiling (``weft.cost.model``), derived
+    once from its nests and ``carried``: the anchor axes (with their extents, in the order the
+    nests carry them), each nest's ``MemberTile``, and each buffer's footprint in one tile as
+    (bytes along its untiled axes, anchors of its tiled ones) per access: the tile's working
+    set is the sum over buffers of the largest."""
+
+    nests: tuple[NestFacts, ...]  # what it was derived from (``tile_layout`` checks it is current)
+    carried: tuple[tuple[str, str, str], ...]
+    anchors: tuple[tuple[str, int], ...]
+    members: tuple[MemberTile, ...]
+    footprints: tuple[tuple[tuple[int, tuple[str, ...]], ...], ...]
+    # memo of each member's ``weft.cost.model.nest_plan``, per line size: no part of the value
+    plans: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def tile_layout(facts: FunctionFacts) -> TileLayout:
+    """``facts.layout`` where it was derived from these nests, else derived now."""
+    layout = facts.layout
+    if layout is not None and layout.nests is facts.nests and layout.carried is facts.carried:
+        return layout
+    return derive_tile_layout(facts.nests, facts.carried)
+
+
+def derive_tile_layout(nests: tuple[NestFacts, ...], carried: tuple[tuple[str, str, str], ...]) -> TileLayout:
+    own_of: dict[str, dict[str, str]] = {}
+    for member, axis, anchor in carried:
+        own_of.setdefault(member, {})[axis] = anchor
+    anchors: dict[str, int] = {}
+    members = []
+    footprints: dict[str, dict[tuple[int, tuple[str, ...]], None]] = {}
+    seen: set[str] = set()
+    for nest in nests:
+        own = own_of.get(nest.member, {})
+        extents = dict(nest.extents)
+        for axis, anchor in own.items():
+            anchors.setdefault(anchor, extents[axis])
+        local: dict[str, bool] = {}
+        for access in nest.accesses:
+            axes = [axis for axis in access.axes if axis in extents]
+            untiled = access.itemsize * math.prod(extents[axis] for axis in axes if axis not in own)
+            entry = (untiled, tuple(sorted(own[axis] for axis in axes if axis in own)))
+            footprints.setdefault(access.buffer, {})[entry] = None
+            if access.buffer in seen:
+                local[access.buffer] = True
+            elif access.scratch:
+                local.setdefault(access.buffer, False)
+        seen.update(access.buffer for access in nest.accesses)
+        tiled = frozenset(own)
+        shape = nest.shape if nest.shape is not None and nest.shape.tiled == tiled else loop_shape(nest, tiled)
+        trips = loop_trips(shape, extents.__getitem__, 0)
+        varying = tuple((k + 1, own[axis], rule, n) for k, (axis, rule, n) in enumerate(shape.trip_rules)
+                        if axis in own)
+        for k, *_ in varying:
+            trips[k] = 0
+        vector = (own.get(nest.vector_axis), extents.get(nest.vector_axis, 0))
+        members.append(MemberTile(nest, shape, tiled, tuple(own.items()), tuple(local.items()), tuple(trips), varying,
+                                  vector))
+    return TileLayout(nests, carried, tuple(anchors.items()), tuple(members),
+                      tuple(_largest_untiled(tuple(entries)) for entries in footprints.values()))
+
+
+def _largest_untiled(entries: tuple[tuple[int, tuple[str, ...]], ...]) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """The footprints of one buffer, those along no tiled axis reduced to their largest."""
+    tiled = tuple(entry for entry in entries if entry[1])
+    untiled = [size for size, anchors in entries if not anchors]
+    return ((max(untiled), ()),) + tiled if untiled else tiled
 
 
 def count_ops(kernel: Kernel, fused_fma: bool, reciprocal_axis: str | None = None) -> OpCounts:
@@ -428,6 +516,36 @@ def nest_loops(nest: NestFacts, extent) -> list[tuple[str, int]]:
     return loops
 
 
+PLAIN, CEILING, AT_MOST = 0, 1, 2  # a loop's trips from its axis' extent e: e, ceil(e / n), min(n, e)
+
+
+def trip_rules(nest: NestFacts) -> tuple[tuple[str, int, int], ...]:
+    """``nest_loops`` as (axis, rule, n) per loop, outermost first, for ``loop_trips``."""
+    vector, block = nest.vector_axis, nest.block_axis
+    rules = [(axis, PLAIN, 0) for axis in nest.output_axes if axis not in (vector, block)]
+    if vector is not None and vector in nest.output_axes:
+        rules.append((vector, CEILING, nest.span))
+    if block is not None:
+        rules.append((block, CEILING, nest.block_rows))
+    for axis in nest.fold_axes:
+        rules.append((axis, CEILING, nest.span) if axis == vector else (axis, PLAIN, 0))
+    if block is not None:
+        rules.append((block, AT_MOST, nest.block_rows))
+    if vector is not None:
+        rules.append((vector, AT_MOST, nest.span))
+    return tuple(rules)
+
+
+def loop_trips(shape: LoopShape, extent, tile_count: int) -> list[int]:
+    """The trips of every loop of ``shape``, the tile loop's ``tile_count`` first: ``nest_loops``
+    from the rules ``loop_shape`` derived once."""
+    trips = [tile_count]
+    for axis, rule, n in shape.trip_rules:
+        points = extent(axis)
+        trips.append(points if rule == PLAIN else -(-points // n) if rule == CEILING else min(n, points))
+    return trips
+
+
 @dataclass(frozen=True, slots=True)
 class AccessShape:
     """One access against a nest's loops (the tile loop first): which loops move it, which
@@ -442,6 +560,14 @@ class AccessShape:
     store: bool
     gather: bool
     has_unit: bool
+    # the same, as a price reads it (``weft.cost.model``): the loops that move it, innermost
+    # first, each with whether it carries the unit stride; for each suffix of the loops k..
+    # (k = 0 .. count), how many of those loops it holds (``inner_held``: k = 1 .. count); the
+    # loops whose trips are counted in the core's loads and stores
+    steps: tuple[tuple[int, bool], ...] = ()
+    held: tuple[int, ...] = ()
+    inner_held: tuple[int, ...] = ()
+    counted_loops: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,6 +578,9 @@ class LoopShape:
     outer: int  # loops (after the tile loop) that enumerate work items
     vector_blocks: int  # position of the vector-block loop (-1: none)
     tiled: frozenset[str] = frozenset()
+    trip_rules: tuple[tuple[str, int, int], ...] = ()  # ``nest_loops`` as data: see ``loop_trips``
+    # memo of ``weft.cost.model.nest_plan`` at the nest's own extents, per line size: no part of the value
+    plans: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 def loop_shape(nest: NestFacts, tiled: frozenset[str]) -> LoopShape:
@@ -470,11 +599,15 @@ def loop_shape(nest: NestFacts, tiled: frozenset[str]) -> LoopShape:
             k <= last and not (access.store and axes[k] in fold) and not (k >= register_from and not moves[k])
             for k in range(count)
         )
-        shapes.append(AccessShape(access.buffer, access.itemsize, moves, tuple(axis == access.unit_axis for axis in axes),
-                                   counted, access.scratch, access.store, access.gather, access.unit_axis is not None))
+        unit = tuple(axis == access.unit_axis for axis in axes)
+        steps = tuple((k, unit[k]) for k in range(count - 1, -1, -1) if moves[k])
+        held = tuple(sum(moves[k:]) for k in range(count + 1))
+        shapes.append(AccessShape(access.buffer, access.itemsize, moves, unit, counted, access.scratch, access.store,
+                                   access.gather, access.unit_axis is not None, steps, held, held[1:],
+                                   tuple(k for k in range(count) if counted[k])))
     outer = len([a for a in nest.output_axes if a not in (nest.vector_axis, nest.block_axis)])
     vector_blocks = 1 + outer if nest.vector_axis in nest.output_axes else -1
-    return LoopShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks, tiled)
+    return LoopShape(tuple(axes), tuple(shapes), register_from, outer, vector_blocks, tiled, trip_rules(nest))
 
 
 def with_shapes(nests: list[NestFacts], carried: tuple[tuple[str, str, str], ...]) -> tuple[NestFacts, ...]:
@@ -500,16 +633,18 @@ def function_facts(function: LoweredFunction, contract: str, carried: tuple[tupl
             nests.extend(_pass_nests(nest, frozenset(function.private), pointers, contract))
         else:  # an unknown nest kind: nothing to read, so nothing priced (reported by the caller)
             raise TypeError(f"the cost model cannot read a {type(nest).__name__}")
+    shaped = with_shapes(nests, carried if function.tile_loop is not None else ())
     return FunctionFacts(
         name=function.name,
         members=function.members,
-        nests=with_shapes(nests, carried if function.tile_loop is not None else ()),
+        nests=shaped,
         fused=function.tile_loop is not None,
         carried=carried,
         scratch_bytes=sum(s.elements * s.dtype.itemsize for s in function.scratch),
         scratch_points=max(1, scratch_points),
         one_pass=one_pass,
         prefetched=_prefetched(function) if function.tile_loop is not None else frozenset(),
+        layout=derive_tile_layout(shaped, carried) if function.tile_loop is not None else None,
     )
 
 

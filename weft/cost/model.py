@@ -53,6 +53,15 @@ prefetches nothing, measured 2.41 ms: priced 1.85 ms from its memory traffic alo
 priced took it, 1.17-1.31x slower than greedy), now 3.59 ms with its chains waiting on its
 transfers (too high: its loop's loads run ahead of its latency-bound chain).
 
+Speed: what a tiling does not change is derived once, with the facts: each loop's trips
+rule and each access's loops (``weft.cost.facts.LoopShape``), a fused function's anchors,
+tile footprints and homes (``TileLayout``), and per line size each nest's ``NestPlan`` (the
+suffix footprints over its fixed loops, its fixed body, its in-core constants). A price for
+one tiling then sets the trips the tiling cuts and finishes those numbers: about 2x faster
+per price than working every suffix out loop by loop (``benchmarks/pricer_speed.py``).
+Every byte count is a whole number below 2**53, exact in a float, so the prices are the
+loop-by-loop model's to the bit (``tests/cost/test_price_plans.py`` keeps that model).
+
 Overheads: a fixed cost per nest and per work item, per tile of a fused region, and a
 parallel region per parallel loop. A worked example (a streaming copy of n floats,
 memory-resident): compute n/16 vector moves; L1 serves nothing, memory serves 4n read
@@ -66,7 +75,18 @@ import functools
 import math
 from dataclasses import dataclass
 
-from weft.cost.facts import ContractionFacts, FunctionFacts, NestFacts, OpCounts, loop_shape, nest_loops
+from weft.cost.facts import (
+    CEILING,
+    PLAIN,
+    ContractionFacts,
+    FunctionFacts,
+    LoopShape,
+    NestFacts,
+    OpCounts,
+    loop_shape,
+    loop_trips,
+    tile_layout,
+)
 from weft.cost.machine import LEVELS, MachineProfile
 
 CACHE_SHARE = (0.75, 0.75, 0.6)
@@ -191,39 +211,126 @@ def price_nest(
         return (*price_contraction(nest.contraction, numbers, homes, parallel_threads), 0.0)
     tile_count, tiled, tile_bytes = tile if tile is not None else (1, frozenset(), 0.0)
     shape = nest.shape if nest.shape is not None and nest.shape.tiled == tiled else loop_shape(nest, tiled)
-    trips = [tile_count] + [t for _, t in nest_loops(nest, extent)]
-    count = len(trips)
-    line = numbers.line
-    # suffix footprints per access (bytes touched by loops k..), inner to outer
-    suffixes = []
+    trips = loop_trips(shape, extent, tile_count)
+    plan = nest_plan(nest, shape, trips, frozenset(), numbers.line)
+    along = extent(nest.vector_axis) if not nest.library and nest.lanes > 1 and shape.vector_blocks > 0 else 0
+    return _price_loops(nest, shape, plan, trips, extent, along, numbers, homes, parallel_threads, tile is not None,
+                        tile_bytes, overlapped)
+
+
+@dataclass(frozen=True, slots=True)
+class NestPlan:
+    """The part of a nest's traffic that its fixed trips settle, worked out once: per access a
+    tuple ``(buffer, itemsize, store, gather, has_unit, values, elements, run, steps, held,
+    grows, core, counted)``: ``values[i]`` its footprint inside the loops that hold the
+    first ``i`` loops moving it (innermost first; ``AccessShape.held`` says how many each
+    suffix k.. holds) as far as the fixed loops go, ``elements``/``run`` the points and
+    unit-stride run there, ``steps`` the moving loops left for a tiling's trips, ``grows`` the
+    (k, i) whose body[k] holds its ``values[i]`` from those steps; ``core`` its
+    core bytes over the fixed counted loops and ``counted`` the counted loops a tiling sets.
+    ``body[k]``: the footprint of loop k's body, as far as the fixed loops settle it.
+
+    Every byte count is a whole number below 2**53, so a float holds it exactly and sums and
+    products of them do not round, in any order: a price from a plan is bit-identical to one
+    worked out loop by loop."""
+
+    accesses: tuple[tuple, ...]
+    body: tuple[float, ...]
+    # what the in-core and overhead terms read of the nest and its loops: (register tile, lanes,
+    # vector-block loop, arithmetic / ARITHMETIC_PER_CYCLE, exp, log and divide per point,
+    # transposed, folds, register_from, outer, blocks_per_item)
+    core: tuple = ()
+    dynamic: bool = True  # whether a tiling sets a loop that moves some access (else ``values`` is every one's)
+    values: tuple[tuple, ...] = ()
+
+
+def nest_plan(nest: NestFacts, shape: LoopShape, trips, varying: frozenset[int], line: int) -> NestPlan:
+    """The plan of ``nest`` (its ``shape``) at ``trips`` (those of the loops in ``varying`` are
+    set later)."""
+    body = [0] * len(trips)
+    accesses = []
     for access in shape.accesses:
+        size = access.itemsize
         elements = run = 1
-        suffix = [0.0] * (count + 1)
-        suffix[count] = access.itemsize
-        moves, unit, size = access.moves, access.unit, access.itemsize
-        for k in range(count - 1, -1, -1):
-            if moves[k]:
-                elements *= trips[k]
-                if unit[k]:
-                    run *= trips[k]
-            if run > 1:
-                suffix[k] = elements / run * (-(-run * size // line) * line)
+        values = [size]
+        steps = access.steps
+        for index, (k, unit) in enumerate(steps):
+            if k in varying:
+                steps = steps[index:]
+                break
+            elements *= trips[k]
+            if unit:
+                run *= trips[k]
+            values.append(_suffix_bytes(elements, run, size, line, access.has_unit))
+        else:
+            steps = ()
+        core = size
+        counted = []
+        for k in access.counted_loops:
+            if k in varying:
+                counted.append(k)
             else:
-                suffix[k] = elements * (line if elements > 1 and access.has_unit else size)
-        suffixes.append(suffix)
-    body = [0.0] * (count + 1)
-    for suffix in suffixes:
-        for k in range(count):
-            body[k] += suffix[k + 1]
-    if tile is not None:
-        body[0] = max(body[0], tile_bytes)
+                core *= trips[k]
+        known = len(values)  # values[known:] come with a tiling's trips
+        grows = tuple((k, held) for k, held in enumerate(access.inner_held) if held >= known)
+        body = [total + values[held] if held < known else total for total, held in zip(body, access.inner_held,
+                                                                                      strict=True)]
+        accesses.append((access.buffer, size, access.store, access.gather, access.has_unit, tuple(values), elements,
+                         run, steps, access.held, grows, core, tuple(counted)))
+    ops = nest.ops
+    core_terms = (bool(nest.register_tile[0]), nest.lanes, shape.vector_blocks, ops.arithmetic / ARITHMETIC_PER_CYCLE,
+                  ops.exp, ops.log, ops.divide, nest.transposed, bool(nest.fold_axes), shape.register_from, shape.outer,
+                  nest.blocks_per_item)
+    return NestPlan(tuple(accesses), tuple(body), core_terms, any(access[8] for access in accesses),
+                    tuple(access[5] for access in accesses))
+
+
+def _suffix_bytes(elements: int, run: int, size: int, line: int, has_unit: bool) -> float:
+    """Bytes an access touches over ``elements`` points whose unit-stride runs are ``run`` long:
+    whole lines per run; with no run, a line per point if it has a unit axis, else its size."""
+    if run > 1:
+        return elements / run * (-(-run * size // line) * line)
+    return elements * (line if elements > 1 and has_unit else size)
+
+
+def nest_traffic(plan: NestPlan, trips: list[int], numbers: MachineNumbers, homes: dict[str, int],
+                 tile_bytes: float | None, overlapped: frozenset[str]):
+    """(bytes read, written, read of the ``overlapped`` buffers per level, elements gathered) of
+    a nest's accesses at ``trips``, from its ``plan``: the layer condition of the module doc."""
+    line = numbers.line
+    body = plan.body
+    copied = False
+    values_of = [] if plan.dynamic else plan.values
+    for _, size, _, _, has_unit, values, elements, run, steps, _, grows, _, _ in plan.accesses if plan.dynamic else ():
+        if steps:  # the loops a tiling sets: as ``_suffix_bytes``, inline
+            values = list(values)
+            for k, unit in steps:
+                trip = trips[k]
+                elements *= trip
+                if unit:
+                    run *= trip
+                if run > 1:
+                    values.append(elements / run * (-(-run * size // line) * line))
+                else:
+                    values.append(elements * (line if elements > 1 and has_unit else size))
+            if grows:  # the bodies of the loops inside one it moves with that a tiling sets
+                if not copied:
+                    body, copied = list(body), True
+                for k, held in grows:
+                    body[k] += values[held]
+        values_of.append(values)
+    if tile_bytes is not None and tile_bytes > body[0]:
+        if not copied:
+            body = list(body)
+        body[0] = tile_bytes
     # the layer condition per level: the outermost loop whose body fits, and the trips outside it
+    count = len(trips)
     splits = []
     for capacity in numbers.capacities:
         outside = 1.0
         split = count
-        for k in range(count):
-            if body[k] <= capacity:
+        for k, footprint in enumerate(body):
+            if footprint <= capacity:
                 split = k
                 break
             outside *= trips[k]
@@ -232,61 +339,84 @@ def price_nest(
     write = [0.0, 0.0, 0.0, 0.0]
     hidden = [0.0, 0.0, 0.0, 0.0]  # reads of the overlapped buffers
     gathered = 0.0
-    for access, suffix in zip(shape.accesses, suffixes, strict=True):
-        core = float(access.itemsize)
-        for k in range(count):
-            if access.counted[k]:
-                core *= trips[k]
-        if access.gather:
-            gathered += core / access.itemsize
-        compulsory = suffix[0]
-        home = homes.get(access.buffer, 3)
-        previous = core
-        target = write if access.store else hidden if access.buffer in overlapped else read
-        for level in range(3):
-            split, outside = splits[level]
-            moved = outside * suffix[split]
+    for (buffer, size, store, gather, _, _, _, _, _, held, _, core, counted), values in zip(
+            plan.accesses, values_of, strict=True):
+        core = float(core)
+        for k in counted:
+            core *= trips[k]
+        if gather:
+            gathered += core / size
+        compulsory = values[-1]
+        home = homes.get(buffer, 3)
+        target = write if store else hidden if buffer in overlapped else read
+        previous = core  # L1, L2, L3 in turn: what misses a level moves from the next
+        for level, (split, outside) in enumerate(splits):
+            moved = outside * values[held[split]]
             if level >= home:  # the compulsory bytes already sit in this level: they do not miss it
                 moved = moved - compulsory if moved > compulsory else 0.0
-            moved = moved if moved < previous else previous
-            target[level] += previous - moved
-            previous = moved
-        target[3] += previous
+            if moved < previous:  # (else the level serves nothing)
+                target[level] += previous - moved
+                previous = moved
+        target[3] += previous  # memory serves the rest
+    return read, write, hidden, gathered
+
+
+def _price_loops(nest: NestFacts, shape: LoopShape, plan: NestPlan, trips: list[int], extent, along: int,
+                 numbers: MachineNumbers, homes: dict[str, int], parallel_threads: int, in_tile: bool, tile_bytes: float,
+                 overlapped: frozenset[str]):
+    """``price_nest`` at known trips (the tile loop's first), from the nest's plan; ``along``: the
+    points of its vector axis (read only for a generated nest with lanes and a vector-block
+    loop), ``extent`` read only by a library nest."""
+    read, write, hidden, gathered = nest_traffic(plan, trips, numbers, homes, tile_bytes if in_tile else None,
+                                                 overlapped)
     exposed_read = read  # the reads the in-core work waits on (module doc)
     if overlapped:
         read = [a + b for a, b in zip(read, hidden, strict=True)]
-    data = transfer_cycles(read, write, numbers, parallel_threads, ALL_LEVELS)
-    points = math.prod(trips)
+    serial = parallel_threads <= 1
+    read_bw = numbers.serial_read if serial else numbers.read_bytes_per_cycle
+    write_bw = numbers.serial_write if serial else numbers.write_bytes_per_cycle
+    read_cycles = (read[0] / read_bw[0], read[1] / read_bw[1], read[2] / read_bw[2], read[3] / read_bw[3])
+    write_cycles = (write[0] / write_bw[0], write[1] / write_bw[1], write[2] / write_bw[2], write[3] / write_bw[3])
+    data = sum(read_cycles) + sum(write_cycles)
+    tile_count = trips[0]
+    library = nest.library
+    (register_tile, lanes, vector_blocks, arithmetic, exp, log, divide, transposed, folds, register_from, outer,
+     blocks_per_item) = plan.core
     waiting = 0.0  # cycles a fold's chains wait on their adds beyond the nest's throughput
-    if nest.library and nest.register_tile[0]:
+    if library and register_tile:
         compute = _register_tile_cycles(nest, extent, tile_count, numbers)
-    elif nest.library:
+    elif library:
         flops = 2.0 * math.prod(extent(axis) for axis, _ in nest.extents) * tile_count
         compute = flops / numbers.gemm_flops_per_cycle * max(1, parallel_threads)
     else:
-        vectors = points / nest.lanes if nest.lanes > 1 else points
-        if nest.lanes > 1 and shape.vector_blocks > 0:
+        points = math.prod(trips)
+        vectors = points / lanes if lanes > 1 else points
+        if lanes > 1 and vector_blocks > 0:
             # the points of the vector axis past its last whole vector run as scalar columns
             # (a tile narrower than the lanes runs every point scalar)
-            along = extent(nest.vector_axis)
-            padded = trips[shape.vector_blocks] * trips[-1]
-            vectors *= (along // nest.lanes + along % nest.lanes) * nest.lanes / padded
-        ops = nest.ops
-        compute = vectors * (ops.arithmetic / ARITHMETIC_PER_CYCLE + ops.exp * numbers.exp_cycles
-                             + ops.log * numbers.log_cycles + ops.divide * numbers.divide_cycles)
-        compute += gathered * (TRANSPOSE_CYCLES if nest.transposed else GATHER_CYCLES)
-        if nest.fold_axes:  # the chains wait on their adds
-            throughput, compute = compute, max(compute, math.prod(trips[: shape.register_from]) * FOLD_LATENCY)
+            padded = trips[vector_blocks] * trips[-1]
+            vectors *= (along // lanes + along % lanes) * lanes / padded
+        compute = vectors * (arithmetic + exp * numbers.exp_cycles + log * numbers.log_cycles
+                             + divide * numbers.divide_cycles)
+        if gathered:
+            compute += gathered * (TRANSPOSE_CYCLES if transposed else GATHER_CYCLES)
+        if folds:  # the chains wait on their adds
+            throughput, compute = compute, max(compute, math.prod(trips[:register_from]) * FOLD_LATENCY)
             waiting = compute - throughput
     # a generated nest's in-core work waits on its transfers from beyond L1 (module doc)
-    beyond = 0.0 if nest.library else transfer_cycles(exposed_read, write, numbers, parallel_threads, BEYOND_L1)
+    if library:
+        beyond = 0.0
+    elif overlapped:
+        beyond = sum((exposed_read[1] / read_bw[1], exposed_read[2] / read_bw[2], exposed_read[3] / read_bw[3])) + sum(
+            write_cycles[1:])
+    else:
+        beyond = sum(read_cycles[1:]) + sum(write_cycles[1:])
     if waiting > 0.0:  # loads do not wait on the chains: the transfers run while the chains wait (module doc)
         beyond = max(0.0, beyond - waiting / max(1, parallel_threads))
-    items = math.prod(trips[1: 1 + shape.outer])
-    if shape.vector_blocks > 0:
-        blocks = trips[shape.vector_blocks]
-        items *= -(-blocks // nest.blocks_per_item) if nest.blocks_per_item else 1
-    if tile is not None:
+    items = math.prod(trips[1: 1 + outer])
+    if vector_blocks > 0:
+        items *= -(-trips[vector_blocks] // blocks_per_item) if blocks_per_item else 1
+    if in_tile:
         overhead = (NEST_IN_TILE_CYCLES + ITEM_IN_TILE_CYCLES * items) * tile_count
     else:
         overhead = NEST_CYCLES + ITEM_CYCLES * items
@@ -449,6 +579,23 @@ def price_contraction(
     return compute / max(1.0, share), data, overhead, read, write
 
 
+def _price_alone(nest: NestFacts, numbers: MachineNumbers, homes: dict[str, int], threads: int):
+    """``price_nest`` of a nest run alone at its own extents: its trips and its whole plan are
+    fixed, derived once per nest (and line size)."""
+    if nest.contraction is not None or nest.shape is None or nest.shape.tiled:
+        return price_nest(nest, dict(nest.extents).__getitem__, numbers, homes, threads)
+    shape = nest.shape
+    known = shape.plans.get(numbers.line)
+    if known is None or known[0] is not nest:  # (a nest replaced after its shape was set keeps the shape)
+        extent = dict(nest.extents).__getitem__
+        trips = loop_trips(shape, extent, 1)
+        along = extent(nest.vector_axis) if not nest.library and nest.lanes > 1 and shape.vector_blocks > 0 else 0
+        known = (nest, trips, nest_plan(nest, shape, trips, frozenset(), numbers.line), extent, along)
+        shape.plans[numbers.line] = known
+    _, trips, plan, extent, along = known
+    return _price_loops(nest, shape, plan, trips, extent, along, numbers, homes, threads, False, 0.0, frozenset())
+
+
 def price_function(
     facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int] | None = None,
     parallel_tiles: bool = True,
@@ -459,61 +606,85 @@ def price_function(
     if facts.fused:
         return _price_fused(facts, numbers, homes, sizes or {}, parallel_tiles)
     compute = data = overhead = cycles = 0.0
-    read_total, write_total = [0.0] * 4, [0.0] * 4
+    served = [0.0, 0.0, 0.0, 0.0]  # whole bytes: exact in any order (``NestPlan``)
     for nest in facts.nests:
         run_threads = numbers.threads if nest.parallel else 1
-        c, d, o, r, w, e = price_nest(nest, dict(nest.extents).__getitem__, numbers, homes, run_threads)
+        c, d, o, r, w, e = _price_alone(nest, numbers, homes, run_threads)
         o += numbers.parallel_region_cycles if run_threads > 1 else 0.0
         compute, data, overhead, cycles = compute + c, data + d, overhead + o, cycles + max(c + e, d) + o
-        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
-        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
-    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
-    return Price(cycles, compute, data, overhead, served, 0, "unfused")
+        served[0] += r[0] + w[0]
+        served[1] += r[1] + w[1]
+        served[2] += r[2] + w[2]
+        served[3] += r[3] + w[3]
+    return Price(cycles, compute, data, overhead, tuple(served), 0, "unfused")
 
 
 def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str, int], sizes: dict[str, int],
                  parallel_tiles: bool) -> Price:
-    carried: dict[str, dict[str, str]] = {}
-    for member, axis, anchor in facts.carried:
-        carried.setdefault(member, {})[axis] = anchor
-    anchor_extents: dict[str, int] = {}
-    for nest in facts.nests:
-        for axis, anchor in carried.get(nest.member, {}).items():
-            anchor_extents.setdefault(anchor, nest.extent(axis))
-    tile_of = {anchor: max(1, min(sizes.get(anchor, extent), extent)) for anchor, extent in anchor_extents.items()}
-    tile_count = math.prod(-(-anchor_extents[a] // tile_of[a]) for a in anchor_extents) if anchor_extents else 1
-    tile_points = math.prod(tile_of.values()) if tile_of else 1
+    layout = tile_layout(facts)  # everything the tiling does not change, derived with the facts
+    tile_of = {}
+    tile_count = tile_points = 1
+    cut = []  # the anchors cut into tiles smaller than the axis, for the detail
+    for anchor, extent in layout.anchors:
+        size = max(1, min(sizes.get(anchor, extent), extent))
+        tile_of[anchor] = size
+        tile_count *= -(-extent // size)
+        tile_points *= size
+        if size < extent:
+            cut.append(f"{anchor}:{size}")
     threads = numbers.threads if parallel_tiles and tile_count >= 2 else 1
     # the tile's working set: every buffer's footprint inside one tile, counted once
-    footprint: dict[str, float] = {}
-    extents_of = []
-    for nest in facts.nests:
-        own = carried.get(nest.member, {})
-        extents = {axis: (tile_of[own[axis]] if axis in own else extent) for axis, extent in nest.extents}
-        extents_of.append((nest, extents, frozenset(own)))
-        for access in nest.accesses:
-            size = access.itemsize * math.prod(extents[a] for a in access.axes if a in extents)
-            footprint[access.buffer] = max(footprint.get(access.buffer, 0.0), size)
-    tile_bytes = sum(footprint.values())
+    tile_bytes = 0
+    for entries in layout.footprints:
+        largest = 0.0
+        for size, anchors in entries:
+            for anchor in anchors:
+                size *= tile_of[anchor]
+            if size > largest:
+                largest = size
+        tile_bytes += largest
     # a buffer touched by an earlier nest of the same tile is served where the tile's working set fits
-    tile_home = next((level for level, capacity in enumerate(numbers.capacities) if tile_bytes <= capacity), 3)
-    seen: set[str] = set()
+    tile_home = 3
+    for level, capacity in enumerate(numbers.capacities):
+        if tile_bytes <= capacity:
+            tile_home = level
+            break
     compute = data = overhead = 0.0
-    read_total, write_total = [0.0] * 4, [0.0] * 4
+    served = [0.0, 0.0, 0.0, 0.0]  # whole bytes: exact in any order (``NestPlan``)
     busy = 0.0
     # the next row's inputs prefetched while this row computes (only where the lowering emits the
     # prefetch: tiles of one row, many of them): their transfers overlap the tile's in-core work
     overlapped = facts.prefetched if facts.prefetched and tile_points == 1 and tile_count >= 2 else frozenset()
     streamed = 0.0  # every transfer from beyond L1, overlapped or not: the tile loop's floor
-    for nest, extents, tiled in extents_of:
-        local_homes = dict(homes)
-        for access in nest.accesses:
-            if access.scratch or access.buffer in seen:
-                local_homes[access.buffer] = min(local_homes.get(access.buffer, 3), tile_home) if access.buffer in seen \
-                    else tile_home
-        c, d, o, r, w, e = price_nest(nest, extents.__getitem__, numbers, local_homes, threads,
-                                   (tile_count, tiled, tile_bytes), overlapped)
-        seen.update(access.buffer for access in nest.accesses)
+    line = numbers.line
+    plans = layout.plans.get(line)
+    if plans is None:
+        plans = layout.plans[line] = tuple(
+            nest_plan(member.nest, member.shape, member.trips, frozenset((0, *(k for k, *_ in member.varying))), line)
+            for member in layout.members)
+    for member, plan in zip(layout.members, plans, strict=True):
+        nest = member.nest
+        extent = None
+        if nest.library:  # a library nest reads its axes' points in the tile
+            extents = dict(nest.extents)
+            for axis, anchor in member.carried:
+                extents[axis] = tile_of[anchor]
+            extent = extents.__getitem__
+        vector_anchor, along = member.vector
+        if vector_anchor is not None:
+            along = tile_of[vector_anchor]
+        local_homes = homes
+        if member.local:
+            local_homes = dict(homes)
+            for buffer, earlier in member.local:
+                local_homes[buffer] = min(homes.get(buffer, 3), tile_home) if earlier else tile_home
+        trips = list(member.trips)
+        trips[0] = tile_count
+        for k, anchor, rule, n in member.varying:
+            points = tile_of[anchor]
+            trips[k] = points if rule == PLAIN else -(-points // n) if rule == CEILING else min(n, points)
+        c, d, o, r, w, e = _price_loops(nest, member.shape, plan, trips, extent, along, numbers, local_homes,
+                                        threads, True, tile_bytes, overlapped)
         compute, data, overhead = compute + c, data + d, overhead + o
         if overlapped:
             beyond = transfer_cycles(r, w, numbers, threads, BEYOND_L1)
@@ -522,13 +693,14 @@ def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str,
             busy += max(c + e, d - (beyond - e)) if not nest.library else max(c + e, d)
         else:
             busy += max(c + e, d)
-        read_total = [a + b for a, b in zip(read_total, r, strict=True)]
-        write_total = [a + b for a, b in zip(write_total, w, strict=True)]
+        served[0] += r[0] + w[0]
+        served[1] += r[1] + w[1]
+        served[2] += r[2] + w[2]
+        served[3] += r[3] + w[3]
     if overlapped:
         busy = max(busy, streamed)
     overhead += TILE_CYCLES * tile_count / threads + (numbers.parallel_region_cycles if threads > 1 else 0.0)
     scratch = int(facts.scratch_bytes * tile_points / facts.scratch_points) * threads
-    served = tuple(a + b for a, b in zip(read_total, write_total, strict=True))
-    tiling = ", ".join(f"{axis}:{size}" for axis, size in tile_of.items() if size < anchor_extents[axis]) or "one tile"
-    return Price(busy + overhead, compute, data, overhead, served, scratch,
+    tiling = ", ".join(cut) or "one tile"
+    return Price(busy + overhead, compute, data, overhead, tuple(served), scratch,
                  f"{'one pass' if facts.one_pass else 'fused'} tiles {tiling} ({tile_count} tiles)")
