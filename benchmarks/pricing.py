@@ -208,7 +208,7 @@ def accuracy(profile, contract: str, per_workload: int, threads_list=(1, 2), wor
 
     rng = np.random.default_rng(0)
     target = Target(lanes_for(cpu_features()), contract)
-    programs, pairs = [], []
+    programs = []
     for name, params in ACCURACY_WORKLOADS.items():
         if name not in WORKLOADS or (workloads and name not in workloads):
             continue
@@ -244,30 +244,42 @@ def accuracy(profile, contract: str, per_workload: int, threads_list=(1, 2), wor
                     if compiled is not None:
                         built.append((form, tiling, cycles, compiled))
                 seconds = _race([entry[3] for entry in built], inputs, threads)
-                measured = {}
                 for (form, tiling, cycles, _), took in zip(built, seconds, strict=True):
-                    measured[(form, tiling)] = took
                     programs.append({
                         "workload": name, "region": list(region.members), "form": form,
                         "tiling": [list(t) for t in tiling], "threads": threads,
                         "predicted_s": cycles / numbers.clock_hz, "measured_s": took,
                     })
-                unfused_s = measured.get(("unfused", ()))
-                fused = [(form, tiling, cycles) for form, tiling, cycles in arms[1:] if (form, tiling) in measured]
-                if unfused_s is None or not fused:
-                    continue
-                best = min(fused, key=lambda arm: arm[2])  # the pricer's pick among the fused forms
-                fused_s = measured[(best[0], best[1])]
-                predicted_fused_wins = best[2] < arms[0][2]
-                measured_fused_wins = fused_s < unfused_s
-                margin = abs(fused_s - unfused_s) / max(fused_s, unfused_s)
-                pairs.append({
-                    "workload": name, "region": list(region.members), "threads": threads, "form": best[0],
-                    "tiling": [list(t) for t in best[1]], "predicted_unfused_s": arms[0][2] / numbers.clock_hz,
-                    "predicted_fused_s": best[2] / numbers.clock_hz, "measured_unfused_s": unfused_s,
-                    "measured_fused_s": fused_s, "measured_margin": margin,
-                    "agree": predicted_fused_wins == measured_fused_wins,
-                })
+    return summary(contract, programs, threads_list)
+
+
+def fused_pairs(programs: list[dict]) -> list[dict]:
+    """Per (workload, region, threads): the members unfused against the fused program the
+    pricer ranks first, predicted and measured."""
+    groups: dict[tuple, list[dict]] = {}
+    for program in programs:
+        groups.setdefault((program["workload"], tuple(program["region"]), program["threads"]), []).append(program)
+    pairs = []
+    for (name, region, threads), group in groups.items():
+        unfused = next((p for p in group if p["form"] == "unfused"), None)
+        fused = [p for p in group if p["form"] != "unfused"]
+        if unfused is None or not fused:
+            continue
+        best = min(fused, key=lambda p: p["predicted_s"])  # the pricer's pick among the fused forms
+        margin = abs(best["measured_s"] - unfused["measured_s"]) / max(best["measured_s"], unfused["measured_s"])
+        pairs.append({
+            "workload": name, "region": list(region), "threads": threads, "form": best["form"],
+            "tiling": best["tiling"], "predicted_unfused_s": unfused["predicted_s"],
+            "predicted_fused_s": best["predicted_s"], "measured_unfused_s": unfused["measured_s"],
+            "measured_fused_s": best["measured_s"], "measured_margin": margin,
+            "agree": (best["predicted_s"] < unfused["predicted_s"]) == (best["measured_s"] < unfused["measured_s"]),
+        })
+    return pairs
+
+
+def summary(contract: str, programs: list[dict], threads_list=(1, 2)) -> dict:
+    """Spearman (all, per thread count) and winner agreement of predicted against measured."""
+    pairs = fused_pairs(programs)
     predicted = np.array([p["predicted_s"] for p in programs])
     measured = np.array([p["measured_s"] for p in programs])
     decisive = [p for p in pairs if p["measured_margin"] > 0.10]
@@ -295,6 +307,61 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
 
 
+def reprice(path: Path, profile) -> dict:
+    """The programs of a recorded accuracy run priced again by this checkout's model (on this
+    machine's profile), against the times recorded: a model change judged on a quiet record
+    without measuring again."""
+    from weft.cost.search import unfused_price
+
+    recorded = json.loads(Path(path).read_text())
+    if recorded.get("profile_id") != profile.profile_id:
+        print(f"note: {path} was measured with profile {recorded.get('profile_id')}; prices use this machine's"
+              f" {profile.profile_id}", flush=True)
+    result = {}
+    for contract, acc in recorded.get("accuracy", {}).items():
+        target = Target(lanes_for(cpu_features()), contract)
+        lowered: dict[tuple, tuple] = {}
+        programs = []
+        for program in acc["programs"]:
+            key = (program["workload"], tuple(program["region"]), program["threads"])
+            if key not in lowered:
+                plan = WORKLOADS[key[0]].plan(**ACCURACY_WORKLOADS[key[0]])
+                probe = region_pricing(plan, config_from_env(contract=contract, threads=1, fusion="priced", budget_s=60),
+                                       target, profile=profile)
+                region = next(r for r in survey_candidates(plan) if list(r.members) == program["region"])
+                config = config_from_env(contract=contract, threads=key[2], fusion="priced", budget_s=60)
+                pricing = region_pricing(probe.subplan(region), config, target, profile=profile)
+                lowered[key] = (pricing, pricing.region_lowering(region))
+            pricing, lowering = lowered[key]
+            numbers = pricing.pricer.numbers
+            call = profile.runner_call_s * numbers.clock_hz
+            if program["form"] == "unfused":
+                cycles = unfused_price(lowering, numbers, None).cycles
+            else:
+                form = next(f for f in lowering.forms() if f.name == program["form"])
+                tiling = tuple(tuple(t) for t in program["tiling"])
+                tiling = next((t for t in form.tilings if tuple(tuple(x) for x in t) == tiling), tiling)
+                cycles = pricing.pricer.price_tiling(lowering, form, tiling, None).cycles
+            programs.append({**program, "recorded_predicted_s": program["predicted_s"],
+                             "predicted_s": (cycles + call) / numbers.clock_hz})
+        result[contract] = summary(contract, programs, tuple(sorted({p["threads"] for p in programs})))
+        result[contract]["recorded_spearman"] = acc.get("spearman")
+        result[contract]["recorded_agreeing"] = acc.get("agreeing")
+    return result
+
+
+def print_accuracy(contract: str, acc: dict) -> None:
+    print(f"accuracy {contract}: {len(acc['programs'])} programs, Spearman {acc['spearman']:.3f} (by threads:"
+          f" {', '.join(f'{t}: {r:.3f}' for t, r in acc['spearman_by_threads'].items())});"
+          f" winner agreement {acc['agreeing']}/{acc['decisive_pairs']} pairs with a measured margin over 10%",
+          flush=True)
+    for miss in acc["misses"]:
+        print(f"  miss {miss['workload']} [{' '.join(miss['region'])}] @{miss['threads']} ({miss['form']}):"
+              f" predicted unfused {miss['predicted_unfused_s'] * 1e3:.3f} ms fused"
+              f" {miss['predicted_fused_s'] * 1e3:.3f} ms; measured unfused {miss['measured_unfused_s'] * 1e3:.3f}"
+              f" ms fused {miss['measured_fused_s'] * 1e3:.3f} ms")
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -309,8 +376,22 @@ def main() -> None:
     parser.add_argument("--budget-only", action="store_true", help="the budget overruns only (no speed rows, no accuracy)")
     parser.add_argument("--contracts", default="strict,inference",
                         help="accuracy under these contracts (comma-separated; each reported on its own)")
+    parser.add_argument("--reprice", type=Path, default=None, metavar="FILE",
+                        help="price the programs of a recorded run (FILE, a pricing.py result) again with this model,"
+                             " against its recorded times; nothing is measured")
     args = parser.parse_args()
     profile = machine_profile()
+    if args.reprice is not None:
+        repriced = reprice(args.reprice, profile)
+        for contract, acc in repriced.items():
+            print(f"recorded: Spearman {acc['recorded_spearman']:.3f}, winners {acc['recorded_agreeing']}; this model:")
+            print_accuracy(contract, acc)
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"schema": "weft-pricing-reprice/1", "recorded": str(args.reprice),
+                                            "profile_id": profile.profile_id, "accuracy": repriced}, indent=1, default=str))
+            print(f"wrote {args.out}")
+        return
     result = {"schema": "weft-pricing/2", "profile_id": profile.profile_id, "cpu": profile.cpu_model,
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": load()}
     speed = []
@@ -347,15 +428,7 @@ def main() -> None:
             acc = accuracy(profile, contract, args.per_workload,
                            workloads=set(filter(None, args.workloads.split(","))))
             result["accuracy"][contract] = acc
-            print(f"accuracy {contract}: {len(acc['programs'])} programs, Spearman {acc['spearman']:.3f} (by threads:"
-                  f" {', '.join(f'{t}: {r:.3f}' for t, r in acc['spearman_by_threads'].items())});"
-                  f" winner agreement {acc['agreeing']}/{acc['decisive_pairs']} pairs with a measured margin over 10%",
-                  flush=True)
-            for miss in acc["misses"]:
-                print(f"  miss {miss['workload']} [{' '.join(miss['region'])}] @{miss['threads']} ({miss['form']}):"
-                      f" predicted unfused {miss['predicted_unfused_s'] * 1e3:.3f} ms fused"
-                      f" {miss['predicted_fused_s'] * 1e3:.3f} ms; measured unfused {miss['measured_unfused_s'] * 1e3:.3f}"
-                      f" ms fused {miss['measured_fused_s'] * 1e3:.3f} ms")
+            print_accuracy(contract, acc)
         result["load_accuracy_end"] = load()
     result["load_end"] = load()
     if args.out:
