@@ -87,8 +87,11 @@ def _write_transposed_block(scores: PackedScores, views: dict[str, BufferView], 
     _emit(lines, depth + 1, f"for (long wa_d = 0; wa_d < {full}; wa_d += {lanes}) {{")
     _emit(lines, depth + 2, f"for (long wa_v = 0; wa_v < {block // lanes}; wa_v++) {{")
     _emit(lines, depth + 3, f"wf_vf wa_rows[{lanes}];")
-    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
-                            f"wa_rows[wa_l] = wfc_load_f(&{view.pointer}[{vector.address(view, y.index)}]);")
+    ahead = _renderer(scores, views, lines, depth, counter,  # the next key block's line: it streams in under this one
+                      {**env, scores.column_axis: f"(wa_kb + 1) * {block} + wa_v * {lanes} + wa_l", scores.fold_axis: "wa_d"})
+    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) {{ "
+                            f"wa_rows[wa_l] = wfc_load_f(&{view.pointer}[{vector.address(view, y.index)}]); "
+                            f"__builtin_prefetch(&{view.pointer}[{ahead.address(view, y.index)}], 0, 3); }}")
     _emit(lines, depth + 3, "wfc_transpose_f(wa_rows);")
     _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
                             f"wfc_store_f(wa_dst + (wa_d + wa_l) * {block} + wa_v * {lanes}, wa_rows[wa_l]);")

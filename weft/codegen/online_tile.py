@@ -34,6 +34,9 @@ from weft.ir import (
     expr_loads,
 )
 
+LINE_FLOATS = 16
+"""float32 values per 64-byte cache line: the value tile prefetches one per line of V."""
+
 
 def _emit(lines: list[str], depth: int, text: str) -> None:
     lines.append("    " * depth + text)
@@ -270,6 +273,12 @@ class TileBlockWriter:
             value = renderer.splat(renderer.render(self.tile.rest))
             _emit(lines, inner + 1, f"const wf_vf wa_y{v} = {value};")
             ys.append(f"wa_y{v}")
+            if isinstance(self.tile.rest, Load) and (v * lanes) % LINE_FLOATS == 0:
+                # the same line of the key a block ahead: the next block's V streams in under this one's FMAs
+                ahead = w._renderer(lines, inner + 1, counter, {**env, fold_axis: f"(wo_jb + wa_jj + {block})",
+                                                                axis.name: f"({var} + {v * lanes})"}, {}, dependent.kernel)
+                view = w.local_views[self.tile.rest.buffer]
+                _emit(lines, inner + 1, f"__builtin_prefetch(&{view.pointer}[{ahead.address(view, self.tile.rest.index)}], 0, 3);")
         for r in range(mr):
             _emit(lines, inner + 1, f"const wf_vf wa_pr{r} = wfc_splat_f(wa_p[{r * block} + wa_jj]);")
             for v in range(chunk):
