@@ -173,3 +173,14 @@ def test_the_pass_prices_k_packing_once_per_kv_head(fused_config, cache):
     full = cache // PASS_BLOCK
     assert transposed == hkv * full * PASS_BLOCK * d
     assert scalar == hkv * (blocks - full) * PASS_BLOCK * d + hq * d
+
+
+def test_priced_takes_the_grouped_pass_for_the_decode_attention(fused_config):
+    """fusion='priced' prices the grouped pass (K packed once per K/V head, tiles of a group)
+    and takes it for qwen-decode-step's attention at its own shapes (14 heads, 2 K/V heads)."""
+    params = dict(QWEN_SMALL, layers=1, hidden=896, intermediate=64, cache_len=4 * PASS_BLOCK + 9)
+    plan = get_workload("qwen-decode-step").plan(**params)
+    compiled = weft.compile(plan, config=fused_config("inference", fusion="priced", threads=1))
+    passes = [n for f in compiled.lowered.functions for n in f.nests if isinstance(n, OnlinePass)]
+    assert passes and passes[0].scores is not None
+    assert passes[0].scores.group == 7 and passes[0].scores.batch_points == 2
