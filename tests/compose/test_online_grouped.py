@@ -184,3 +184,14 @@ def test_priced_takes_the_grouped_pass_for_the_decode_attention(fused_config):
     passes = [n for f in compiled.lowered.functions for n in f.nests if isinstance(n, OnlinePass)]
     assert passes and passes[0].scores is not None
     assert passes[0].scores.group == 7 and passes[0].scores.batch_points == 2
+
+
+def test_v_is_prefetched_where_each_tile_streams_its_own_rows(fused_config):
+    """The decode step's tiles split V (one K/V head each): the value tile prefetches the next
+    key block; attention's query tiles share V (in cache for each): no prefetch."""
+    decode = _pass_of(weft.compile(_decode_plan(14, 2, 2 * PASS_BLOCK + 5, 32, 32),
+                                   config=fused_config("inference", threads=1)))
+    shared = _pass_of(weft.compile(_gqa_plan(2, 1, 4 * 37, 2 * PASS_BLOCK + 5, 32),
+                                   config=fused_config("inference", threads=1)))
+    assert decode.tile.prefetch_rest
+    assert shared.tile is not None and shared.row_counts[-1] < 4 * 37 and not shared.tile.prefetch_rest

@@ -273,7 +273,7 @@ class TileBlockWriter:
             value = renderer.splat(renderer.render(self.tile.rest))
             _emit(lines, inner + 1, f"const wf_vf wa_y{v} = {value};")
             ys.append(f"wa_y{v}")
-            if isinstance(self.tile.rest, Load) and (v * lanes) % LINE_FLOATS == 0:
+            if self.tile.prefetch_rest and isinstance(self.tile.rest, Load) and (v * lanes) % LINE_FLOATS == 0:
                 # the same line of the key a block ahead: the next block's V streams in under this one's FMAs
                 ahead = w._renderer(lines, inner + 1, counter, {**env, fold_axis: f"(wo_jb + wa_jj + {block})",
                                                                 axis.name: f"({var} + {v * lanes})"}, {}, dependent.kernel)
