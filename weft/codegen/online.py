@@ -115,9 +115,9 @@ class OnlinePassWriter:
         fold_axis = dependent.fold.fold_axis
         row_vars = {var: axis for axis, var in dependent.env if axis != fold_axis}
         renames = {self.online.reference_axis: AxisIndex(fold_axis)}
-        for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True):
+        for axis, var, _, _ in self.rows:  # by name: the rows may be reordered (grouped heads last)
             if var in row_vars:
-                renames[axis.name] = AxisIndex(row_vars[var])
+                renames[axis] = AxisIndex(row_vars[var])
         return substitute_axes(self.online.reference_term, renames)
 
     def _slot(self, dependent: PassDependent, flat: str | None = None) -> str:
@@ -168,8 +168,9 @@ class OnlinePassWriter:
         if self.scores is not None:
             write_row_packing(self.scores, self.local_views, self.rows, self.row_counts, lines, depth, counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
-        if self.tile is not None:  # a full key block: every fold on the scores' register tile
-            emit(depth + 1, f"if (wo_jb + {self.block} <= {extent}) {{")
+        if self.tile is not None:  # a full key block (of a concat's cache part): every fold on the register tile
+            stop = extent if self.tile.stop is None else self.tile.stop
+            emit(depth + 1, f"if (wo_jb + {self.block} <= {stop}) {{")
             write_tile_block(self, lines, depth + 2, counter)
             emit(depth + 2, "continue;")
             emit(depth + 1, "}")
@@ -202,7 +203,7 @@ class OnlinePassWriter:
     def _write_finals(self, lines, indent: int, depth: int, counter, dtype) -> None:
         """After the pass, per row: the reference stored, each dependent's final value; then
         the pass's block (opened at ``indent``) closed."""
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True)}
+        env_ref = {axis: var for axis, var, _, _ in self.rows}
         inner = self._row_loops(lines, depth)
         self._store(lines, inner, counter, self.reference, env_ref, f"wo_ref[{self.row_flat}]")
         for dependent in self.dependents:
@@ -231,7 +232,7 @@ class OnlinePassWriter:
         ctype = SCALAR_TYPE[dtype]
         emit = lambda d, text: lines.append("    " * d + text)  # noqa: E731
         combiner = online.reference_combiner
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(self.reference.axes, self.rows, strict=True)}
+        env_ref = {axis: var for axis, var, _, _ in self.rows}
         env_ref[online.reference_axis] = self.step
         emit(depth, f"{ctype} wo_bm = wo_ref_old[0];")
         if self.fold_lanes:

@@ -59,7 +59,7 @@ def _shifted(writer, variable: str):
 def _reference_term(writer, lines, depth: int, counter, vector: bool, offset: int = 0) -> str:
     """The reference's term at the step (plus ``offset`` points)."""
     online = writer.online
-    env = {axis.name: var for axis, (_, var, _, _) in zip(writer.reference.axes, writer.rows, strict=True)}
+    env = {axis: var for axis, var, _, _ in writer.rows}
     env[online.reference_axis] = f"{writer.step} + {offset}" if offset else writer.step
     renderer = writer._renderer(lines, depth, counter, env, {})
     if vector:
@@ -219,7 +219,7 @@ def _prefetch_ahead(writer, lines: list[str], depth: int, counter) -> None:
     the step (clamped to the row), one per vector of the step: the read is issued early enough
     that the exps beside it do not wait for it."""
     online, lanes = writer.online, writer.lanes
-    env = {axis.name: var for axis, (_, var, _, _) in zip(writer.reference.axes, writer.rows, strict=True)}
+    env = {axis: var for axis, var, _, _ in writer.rows}
     renderer = writer._renderer(lines, depth, counter, env, {})
     for load in expr_loads(online.reference_term):
         view = renderer.views[load.buffer]

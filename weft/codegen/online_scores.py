@@ -37,8 +37,8 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
     """Before the tile loop: every batch point's column factor in key blocks, shared by every tile."""
     block, depth_points = scores.block, scores.depth
     _emit(lines, depth, f"/* {scores.describe()} */")
-    env = open_packing_loop(lines, depth, scores.packed_k, scores.batch_points * scores.panel_floats,
-                            scores.batch_axes, scores.batch_points, "wa_kb", scores.blocks, parallel)
+    env = panel_env(scores, open_packing_loop(lines, depth, scores.packed_k, scores.batch_points * scores.panel_floats,
+                                              scores.panel_axes, scores.batch_points, "wa_kb", scores.blocks, parallel))
     inner = depth + 1
     _emit(lines, inner, f"float *wa_dst = {scores.packed_k} + wa_w * {depth_points * block};")
     if scores.k_transposed:
@@ -62,24 +62,36 @@ def write_packing(scores: PackedScores, views: dict[str, BufferView], lines: lis
     _emit(lines, depth, "}")
 
 
+def panel_env(scores: PackedScores, decoded: dict[str, str]) -> dict[str, str]:
+    """Batch axis -> its C value in the packing loop: the panel's index, times g where y reads
+    the axis as ``h // g`` (the first query head of the K/V head: ``(p * g) / g`` is ``p``)."""
+    return {axis: f"({code} * {scores.divisor(axis)})" if scores.divisor(axis) > 1 else code
+            for axis, code in decoded.items()}
+
+
 def _write_transposed_block(scores: PackedScores, views: dict[str, BufferView], lines: list[str], depth: int,
                             counter: Counter, env: dict[str, str]) -> None:
     """A full key block: ``lanes`` keys' vectors along ``d``, transposed, stored as ``lanes`` rows
     of the block (``d`` steps past the last whole vector element by element); opens the ``else``
-    the caller's element-by-element loop (a partial last block) goes into. Values are copied."""
+    the caller's element-by-element loop (a partial last block, or the new key of a concat)
+    goes into. Values are copied; a concat's cache blocks read its plain load (``y_plain``)."""
     block, lanes, points = scores.block, scores.lanes, scores.depth
-    view = views[scores.y_factor.buffer]
+    y = scores.y_plain or scores.y_factor
+    view = views[y.buffer]
     full = points // lanes * lanes
     vector = _renderer(scores, views, lines, depth, counter,
                        {**env, scores.column_axis: f"wa_kb * {block} + wa_v * {lanes} + wa_l", scores.fold_axis: "wa_d"})
     scalar = _renderer(scores, views, lines, depth, counter,
                        {**env, scores.column_axis: f"wa_kb * {block} + wa_c", scores.fold_axis: "wa_d"})
-    _emit(lines, depth, f"if ((wa_kb + 1) * {block} <= {scores.extent}) {{")
+    _emit(lines, depth, f"if (wa_kb < {scores.plain_blocks}) {{")
     _emit(lines, depth + 1, f"for (long wa_d = 0; wa_d < {full}; wa_d += {lanes}) {{")
     _emit(lines, depth + 2, f"for (long wa_v = 0; wa_v < {block // lanes}; wa_v++) {{")
     _emit(lines, depth + 3, f"wf_vf wa_rows[{lanes}];")
-    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
-                            f"wa_rows[wa_l] = wfc_load_f(&{view.pointer}[{vector.address(view, scores.y_factor.index)}]);")
+    ahead = _renderer(scores, views, lines, depth, counter,  # the next key block's line: it streams in under this one
+                      {**env, scores.column_axis: f"(wa_kb + 1) * {block} + wa_v * {lanes} + wa_l", scores.fold_axis: "wa_d"})
+    _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) {{ "
+                            f"wa_rows[wa_l] = wfc_load_f(&{view.pointer}[{vector.address(view, y.index)}]); "
+                            f"__builtin_prefetch(&{view.pointer}[{ahead.address(view, y.index)}], 0, 3); }}")
     _emit(lines, depth + 3, "wfc_transpose_f(wa_rows);")
     _emit(lines, depth + 3, f"for (long wa_l = 0; wa_l < {lanes}; wa_l++) "
                             f"wfc_store_f(wa_dst + (wa_d + wa_l) * {block} + wa_v * {lanes}, wa_rows[wa_l]);")
@@ -88,7 +100,7 @@ def _write_transposed_block(scores: PackedScores, views: dict[str, BufferView], 
     if full < points:
         _emit(lines, depth + 1, f"for (long wa_d = {full}; wa_d < {points}; wa_d++)")
         _emit(lines, depth + 2, f"for (long wa_c = 0; wa_c < {block}; wa_c++) "
-                                f"wa_dst[wa_d * {block} + wa_c] = {view.pointer}[{scalar.address(view, scores.y_factor.index)}];")
+                                f"wa_dst[wa_d * {block} + wa_c] = {view.pointer}[{scalar.address(view, y.index)}];")
     _emit(lines, depth, "} else {")
 
 
@@ -172,32 +184,36 @@ def write_score_tile(scores: PackedScores, views: dict[str, BufferView], rows, c
     for _, var, lo, hi in outer:
         _emit(lines, depth, f"for (long {var} = {c_value(lo)}; {var} < {c_value(hi)}; {var}++) {{")
         depth += 1
-    batch_flat = "0"
-    for axis, extent in scores.batch_axes:
-        batch_flat = f"({batch_flat}) * {extent} + {env[axis]}"
-    _emit(lines, depth, f"const long wa_bp = {batch_flat}; (void)wa_bp;")
-    _emit(lines, depth, f"const float *wa_kb = {scores.packed_k} + wa_bp * {scores.panel_floats}"
-                        f" + (wo_jb / {block}) * {scores.depth * block};")
     stop_code = c_value(stop)
     _emit(lines, depth, f"for (long wa_i = {c_value(start)}; wa_i < {stop_code}; wa_i += {mr}) {{")
     inner = depth + 1
+    batch_flat = "0"
+    for axis, panels in scores.panel_axes:  # grouped rows: the group's K/V head, from its first row
+        code = "wa_i" if axis == scores.row_axis else env[axis]
+        code = f"({code}) / {scores.divisor(axis)}" if scores.divisor(axis) > 1 else code
+        batch_flat = f"({batch_flat}) * {panels} + {code}"
+    _emit(lines, inner, f"const long wa_bp = {batch_flat}; (void)wa_bp;")
+    _emit(lines, inner, f"const float *wa_kb = {scores.packed_k} + wa_bp * {scores.panel_floats}"
+                        f" + (wo_jb / {block}) * {scores.depth * block};")
     for r in range(mr):
         _emit(lines, inner, f"const long wa_i{r} = wfc_minl(wa_i + {r}, ({stop_code}) - 1);")
     _emit(lines, inner, f"const float *wa_x = wa_qp + (({_outer_flat(rows, counts)}) * {_groups(scores, counts)}"
                         f" + (wa_i - ({c_value(start)})) / {mr}) * {scores.depth * mr};")
     acc = [[f"wa_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
-    for r in range(mr):
-        _emit(lines, inner, "wf_vf " + ", ".join(f"{a} = wfc_splat_f(0.0f)" for a in acc[r]) + ";")
-    _emit(lines, inner, "#pragma GCC unroll 4")
-    _emit(lines, inner, f"for (long wa_d = 0; wa_d < {scores.depth}; wa_d++) {{")
-    _emit(lines, inner + 1, f"const float *wa_y = wa_kb + wa_d * {block};")
-    for v in range(vectors):
-        _emit(lines, inner + 1, f"const wf_vf wa_y{v} = wfc_load_f(wa_y + {v * lanes});")
-    for r in range(mr):
-        _emit(lines, inner + 1, f"const wf_vf wa_q{r} = wfc_splat_f(wa_x[wa_d * {mr} + {r}]);")
-        for v in range(vectors):
-            _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
-    _emit(lines, inner, "}")
+    for first in range(0, vectors, scores.chunk):  # chunks of the block's vectors: rows x chunk accumulators
+        chunk = range(first, first + scores.chunk)
+        for r in range(mr):
+            _emit(lines, inner, "wf_vf " + ", ".join(f"{acc[r][v]} = wfc_splat_f(0.0f)" for v in chunk) + ";")
+        _emit(lines, inner, "#pragma GCC unroll 4")
+        _emit(lines, inner, f"for (long wa_d = 0; wa_d < {scores.depth}; wa_d++) {{")
+        _emit(lines, inner + 1, f"const float *wa_y = wa_kb + wa_d * {block};")
+        for v in chunk:
+            _emit(lines, inner + 1, f"const wf_vf wa_y{v} = wfc_load_f(wa_y + {v * lanes});")
+        for r in range(mr):
+            _emit(lines, inner + 1, f"const wf_vf wa_q{r} = wfc_splat_f(wa_x[wa_d * {mr} + {r}]);")
+            for v in chunk:
+                _emit(lines, inner + 1, f"{acc[r][v]} = {acc[r][v]} + wa_q{r} * wa_y{v};")
+        _emit(lines, inner, "}")
     if scores.mask is not None:  # where(mask, sum, masked): the mask at each score, as a vector
         masked = Where(scores.mask, Load(_ACC, tuple(AxisIndex(a.name) for a in scores.kernel.axes)),
                        Const(scores.masked, DType.FLOAT32))

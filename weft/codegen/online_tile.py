@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from weft.codegen.body import Value, scalar_unary
-from weft.codegen.online_scores import open_packing_loop, write_packing, write_score_tile
+from weft.codegen.online_scores import open_packing_loop, panel_env, write_packing, write_score_tile
 from weft.codegen.render import fold_identity
 from weft.ir import (
     Binary,
@@ -33,6 +33,9 @@ from weft.ir import (
     expr_children,
     expr_loads,
 )
+
+LINE_FLOATS = 16
+"""float32 values per 64-byte cache line: the value tile prefetches one per line of V."""
 
 
 def _emit(lines: list[str], depth: int, text: str) -> None:
@@ -125,7 +128,7 @@ class TileBlockWriter:
         header = write_score_tile(self.scores, w.local_views, w.rows, w.row_counts, lines, depth, counter)
         inner, stop_code = header
         flats = [self._sub(w.row_flat, r) for r in range(mr)]
-        env_ref = {axis.name: var for axis, (_, var, _, _) in zip(reference.axes, w.rows, strict=True)}
+        env_ref = {axis: var for axis, var, _, _ in w.rows}
         env_ref[online.reference_axis] = w.step
         score_loads = [load for load in expr_loads(online.reference_term) if load.buffer == self.scores.kernel.output]
         terms = {}
@@ -251,7 +254,8 @@ class TileBlockWriter:
                                     f" : wfc_load_f({slot}) * wfc_splat_f({scale(r)});")
         _emit(lines, inner, "#pragma GCC unroll 4")
         _emit(lines, inner, f"for (long wa_jj = 0; wa_jj < {block}; wa_jj++) {{")
-        env = {a: v for a, v in dependent.env}
+        # grouped rows (TileFold.rest_head): rest reads the group's K/V head, from the group's first row
+        env = {a: "wa_i" if v == self.row_var else v for a, v in dependent.env}
         env[fold_axis] = "(wo_jb + wa_jj)"
         ys = []
         if self.tile.pack_rest:  # V packed once per call: [batch point][key][e]
@@ -269,6 +273,12 @@ class TileBlockWriter:
             value = renderer.splat(renderer.render(self.tile.rest))
             _emit(lines, inner + 1, f"const wf_vf wa_y{v} = {value};")
             ys.append(f"wa_y{v}")
+            if self.tile.prefetch_rest and isinstance(self.tile.rest, Load) and (v * lanes) % LINE_FLOATS == 0:
+                # the same line of the key a block ahead: the next block's V streams in under this one's FMAs
+                ahead = w._renderer(lines, inner + 1, counter, {**env, fold_axis: f"(wo_jb + wa_jj + {block})",
+                                                                axis.name: f"({var} + {v * lanes})"}, {}, dependent.kernel)
+                view = w.local_views[self.tile.rest.buffer]
+                _emit(lines, inner + 1, f"__builtin_prefetch(&{view.pointer}[{ahead.address(view, self.tile.rest.index)}], 0, 3);")
         for r in range(mr):
             _emit(lines, inner + 1, f"const wf_vf wa_pr{r} = wfc_splat_f(wa_p[{r * block} + wa_jj]);")
             for v in range(chunk):
@@ -308,8 +318,8 @@ def write_value_packing(online_pass, lines: list[str], depth: int, counter, para
     dependent = online_pass.dependents[tile.value_dependent]
     (axis, _), = dependent.extras
     extent, width = online_pass.online.extent, axis.extent
-    decoded = open_packing_loop(lines, depth, tile.packed_v, scores.batch_points * extent * width, scores.batch_axes,
-                                scores.batch_points, "wa_j", extent, parallel)
+    decoded = panel_env(scores, open_packing_loop(lines, depth, tile.packed_v, scores.batch_points * extent * width,
+                                                  scores.panel_axes, scores.batch_points, "wa_j", extent, parallel))
     inner = depth + 1
     _emit(lines, inner, f"for (long wa_e = 0; wa_e < {width}; wa_e++) {{")
     env = {rest_axis: decoded[batch_axis] for rest_axis, batch_axis in tile.rest_env}

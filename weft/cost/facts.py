@@ -435,12 +435,14 @@ def _scores_packing(scores) -> tuple[float, float]:
     the fold (``PackedScores.k_transposed``), else element by element; Q once per tile, every
     query row by the fold, element by element (times the folded scale). Of the order of the
     FMAs when the pass axis is short (a 64-key window: K and Q are as many elements as 1/64 of
-    the multiply-adds, which run 32 to a cycle)."""
+    the multiply-adds, which run 32 to a cycle). Grouped-query K (read as ``h // g``) is packed
+    once per K/V head (``PackedScores.batch_points``), not once per query head; a concat's
+    cache blocks (``y_plain``) by transposed tiles, the new key's block element by element."""
     keys = scores.batch_points * scores.panel_floats
     queries = math.prod(axis.extent for axis in scores.kernel.axes if axis.name != scores.column_axis) * scores.depth
     if not scores.k_transposed:
         return float(keys + queries), 0.0
-    full = scores.batch_points * (scores.extent // scores.block) * scores.block * scores.depth
+    full = scores.batch_points * scores.plain_blocks * scores.block * scores.depth
     return float(keys - full + queries), float(full)
 
 

@@ -90,6 +90,7 @@ from weft.ir import (
 )
 from weft.ir.substitute import map_expr
 from weft.lower.access import row_major_strides
+from weft.lower.contraction import MICRO_ROWS
 from weft.lower.fused import (
     MIN_TILES,
     SCRATCH_BUDGET,
@@ -105,7 +106,14 @@ from weft.lower.fused import (
     tiled_nest,
 )
 from weft.lower.nest import AxisRange, BufferView, LoweredFunction, MemberNest, Scratch
-from weft.lower.online_scores import PackedScores, TileFold, packed_scores, row_group_sizes, tile_fold
+from weft.lower.online_scores import (
+    PackedScores,
+    TileFold,
+    head_group,
+    packed_scores,
+    row_group_sizes,
+    tile_fold,
+)
 from weft.lower.region import FoldDependent, FusedRegion, OnePass, OnlineFold
 from weft.lower.schedule import Target, storage_name
 from weft.lower.values import LoopValue, Minimum, Sum, Var
@@ -324,8 +332,15 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     scores = None
     if len(streamed) == 1 and fold_lanes:
         (name,) = streamed
-        scores = packed_scores(plan.kernel(name), envs[name], rows[-1][1], {var for _, var, _, _ in rows[:-1]},
-                               local_views, online.extent, block, target.lanes, set(region.members), counts[-1])
+        kernel = plan.kernel(name)
+        for order in _row_orders(kernel, envs[name], rows, counts, local_views):
+            ordered_rows, ordered_counts = [rows[n] for n in order], [counts[n] for n in order]
+            scores = packed_scores(kernel, envs[name], ordered_rows[-1][1], {var for _, var, _, _ in ordered_rows[:-1]},
+                                   local_views, online.extent, block, target.lanes, set(region.members),
+                                   ordered_counts[-1])
+            if scores is not None:
+                rows, counts = ordered_rows, ordered_counts
+                break
     online_pass = OnlinePass(
         online, reference, tuple(rows), "wo_j", tuple(streamed_nests), tuple(dependents), local_views, views,
         target.lanes, block, row_count, fold_lanes, tuple(counts), rounded, scores,
@@ -335,6 +350,42 @@ def build_pass(plan: Plan, region: FusedRegion, online: OnlineFold, streamed: di
     unseen = all(reader in set(online.members) | set(online.dissolved) for reader in plan.readers_of(reference.output))
     tile = tile_fold(online_pass, target.lanes, unseen, set(region.members))
     return dataclasses.replace(online_pass, tile=tile, plain_max=unseen)
+
+
+def _row_orders(kernel: Kernel, env: dict[str, str], rows, counts, views) -> list[list[int]]:
+    """Orders of the tile's rows to try for the register tile (its rows: the last): the head
+    axis last when K reads it as ``h // g`` and the tile holds whole groups of it (``head_group``:
+    the query heads of one K/V head are the register tile's rows), then the reference's order."""
+    plain = list(range(len(rows)))
+    found = head_group(kernel, views)
+    if found is None:
+        return [plain]
+    axis, group = found
+    position = next((n for n, (_, var, _, _) in enumerate(rows) if var == env.get(axis)), None)
+    if position is None or counts[position] % group:
+        return [plain]
+    return [[n for n in plain if n != position] + [position], plain]
+
+
+def head_group_tiling(plan: Plan, region: FusedRegion, tiling: Tiling, online_pass: OnlinePass, fits) -> Tiling | None:
+    """A tiling in tiles of one group of query heads (the g heads reading one K/V head as
+    ``h // g``) when the register tile's rows are queries of one head and fewer than the group
+    (a decode step: one query per head, so a 1-row tile that reads every K and V row once per
+    query head), else None. The grouped pass reads each K and V row once per group."""
+    scores = online_pass.scores
+    if scores is None or scores.group > 1:
+        return None
+    found = head_group(scores.kernel, online_pass.local_views)
+    if found is None:
+        return None
+    axis, group = found
+    if scores.rows >= min(group, MICRO_ROWS):
+        return None  # the query rows already fill the register tile (a prefill)
+    anchor_axis = next((anchor for anchor, mapping in tiling.maps if dict(mapping).get(scores.kernel.output) == axis), None)
+    if anchor_axis is None:
+        return None
+    grouped = region_tiling(plan, region, group, anchor_axis)
+    return grouped if fits(grouped) else None
 
 
 def block_views(
@@ -554,6 +605,12 @@ def lower_online_region(
         if regrouped is not None:
             tiling = regrouped
             online_pass, local_views, scratch, probe, (chosen_plan, chosen_online) = lowered_pass(tiling)
+        grouped = head_group_tiling(plan, region, tiling, online_pass, fits)
+        if grouped is not None:
+            candidate = lowered_pass(grouped)
+            if candidate[0].scores is not None and candidate[0].scores.group > 1:
+                tiling = grouped
+                online_pass, local_views, scratch, probe, (chosen_plan, chosen_online) = candidate
     except _Unmappable:
         return None
     plan, online = chosen_plan, chosen_online
