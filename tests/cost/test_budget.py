@@ -209,3 +209,28 @@ def test_a_timed_step_keeps_the_heap_alive_before_it_out_of_the_collector():
         assert gc.get_freeze_count() == frozen  # the caller's frozen objects stay frozen
     finally:
         gc.unfreeze()
+
+
+def test_once_the_budget_refuses_a_step_the_policy_asks_it_no_more(tmp_path, monkeypatch):
+    """The survey stops when the time left cannot hold its next step; the policy then asked
+    ``verdict`` for every region (qwen-decode-step's 24 layers: hundreds), and each found a few
+    milliseconds still 'left', tried a step, was refused, and added its time to the phase: 100 ms
+    shares ended at 1.04-1.10 of the share in half the runs. A refused step ends the phase."""
+    plan = get_workload("qwen-decode-step").plan(layers=4)
+    config = config_from_env(contract="inference", threads=1, fusion="priced", budget_s=0.02, cache_dir=tmp_path)
+    pricing = region_pricing(plan, config, Target(16, "inference"), profile=_profile())
+    from weft.compose.priced import survey_candidates
+
+    regions = survey_candidates(plan)
+    pricing.survey(regions)
+    assert pricing.exhausted and pricing.report.unpriced  # 10 ms cannot price qwen's signatures
+    seconds = pricing.report.seconds
+
+    def no_more(*args, **kwargs):
+        raise AssertionError("priced after the budget refused a step")
+
+    monkeypatch.setattr(pricing.pricer, "price_region", no_more)
+    unpriced = set(pricing.report.unpriced)
+    verdicts = [pricing.verdict(region) for region in regions if pricing.signature(region) in unpriced]
+    assert verdicts and all(verdict.status == "budget" for verdict in verdicts)
+    assert pricing.report.seconds == seconds  # the lookups are the policy's time, not the phase's

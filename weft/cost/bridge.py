@@ -63,6 +63,7 @@ class PlanPricing:
         self.buffers = plan.buffer_map()
         self.member_homes = plan_homes(plan, pricer.numbers.shared_capacities)
         self.budget = Budget(budget_s)
+        self.exhausted = False  # the budget refused a step: the phase is over, whatever time is left
         self.report = PricingReport(budget_s)
         self.signatures: dict[tuple[str, ...], str] = {}
         self.local_signatures: dict[tuple, str] = {}  # plan-local canonical key -> signature
@@ -215,6 +216,7 @@ class PlanPricing:
         (upper bound of the saving x occurrences) until the budget is spent."""
         start, start_cpu = time.perf_counter(), time.process_time()
         self.budget = Budget(self.budget.seconds)  # the pricing share starts now, not at construction
+        self.exhausted = False
         by_signature: dict[str, Region] = {}
         gains = []
         try:
@@ -234,9 +236,10 @@ class PlanPricing:
                     verdict = self.pricer.price_region(self.region_lowering(region), self.budget)
                     self.report.order.append((signature, gain))
                     if verdict.status == "budget":
+                        self.exhausted = True
                         break
         except BudgetExhausted:
-            pass
+            self.exhausted = True
         self.report.signatures = len(by_signature)
         priced = {verdict.signature for verdict in self.pricer.verdicts.values()}
         self.report.unpriced = [signature for signature in by_signature if signature not in priced]
@@ -258,7 +261,9 @@ class PlanPricing:
             with self.budget.step():
                 lowering = self.region_lowering(region)
                 verdict = self.pricer.known(lowering) or self.pricer.price_region(lowering, self.budget)
+            self.exhausted = verdict.status == "budget"
         except BudgetExhausted as error:
+            self.exhausted = True
             verdict = RegionPrice(self.signatures.get(region.members, ""), "budget", reason=str(error))
         self.report.seconds += time.perf_counter() - start
         self.report.cpu_seconds += time.process_time() - start_cpu
@@ -266,7 +271,10 @@ class PlanPricing:
         return verdict
 
     def _spent(self) -> bool:
-        return self.budget.left() <= 0
+        """The phase is over: its time is gone, or the budget refused a step (the time left is
+        shorter than a step: asking again per region cost qwen-decode-step's 400 regions 4-10 ms
+        past a 100 ms share, each refusal a step of its own)."""
+        return self.exhausted or self.budget.left() <= 0
 
     def _account(self) -> None:
         self.report.overrun_s = max(0.0, self.report.seconds - self.report.budget_s)
