@@ -23,6 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compile_time import calibrated_profile  # noqa: E402
+
 CHILD = """
 import json, resource, sys, time
 import weft
@@ -34,15 +37,6 @@ wall = time.perf_counter() - start
 children = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"wall_s": wall, "cc_cpu_s": children.ru_utime + children.ru_stime}))
 """
-
-
-def prepared_machine(folder: Path) -> None:
-    """The machine profile and this checkout's precompiled headers, made once in ``folder``."""
-    code = ("from weft.codegen.driver import prepare_headers; from weft.config import config_from_env; "
-            "from weft.cost.machine import machine_profile; c = config_from_env(); prepare_headers(c.cc, c.cache_dir); "
-            "machine_profile()")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=900,
-                   env={**os.environ, "WEFT_CACHE_DIR": str(folder), "PYTHONPATH": str(ROOT)})
 
 
 def cold(root: Path, machine: Path, args) -> dict:
@@ -69,7 +63,7 @@ def main(argv=None) -> int:
     arms = {"base": args.base.resolve(), "this": ROOT}
     runs: dict[str, list[dict]] = {"base": [], "this": []}
     with tempfile.TemporaryDirectory(prefix="weft-cold-against-machine-") as machine:
-        prepared_machine(Path(machine))
+        calibrated_profile(Path(machine))  # the profile and the precompiled headers (compile_time.py)
         for number in range(args.rounds):
             order = ["base", "this", "this", "base"] if number % 2 == 0 else ["this", "base", "base", "this"]
             for arm in order:

@@ -286,7 +286,7 @@ class DecidedPricing:
         """Each built library body a matcher admits for ``region``, priced from the machine profile
         with its streams at the levels the plan leaves them (as the generic forms are priced)."""
         plan = getattr(self.pricing, "plan", None)
-        numbers = getattr(getattr(self.pricing, "pricer", None), "numbers", None)
+        numbers = self._numbers()
         if plan is None or numbers is None or not region.is_fused:
             return {}
         homes_of = getattr(self.pricing, "buffer_homes", None)
@@ -326,8 +326,7 @@ class DecidedPricing:
         thin = slower > 0 and abs(prices[model_choice] - prices[runner_up]) / slower < self.race_margin
         if not thin:
             return Decision(choice=model_choice, source="model", **base)
-        numbers = getattr(getattr(self.pricing, "pricer", None), "numbers", None)
-        clock = getattr(numbers, "clock_hz", 0.0) or 0.0
+        clock = getattr(self._numbers(), "clock_hz", 0.0) or 0.0
         timing_s = timing_estimate((prices[model_choice] / clock, prices[runner_up] / clock)) if clock > 0 else 0.0
         outcome = self._race(region, model_choice, base, (model_choice, runner_up), timing_s)
         if outcome is None:
@@ -361,6 +360,10 @@ class DecidedPricing:
             budget.spent += elapsed
             budget.races += 1
             self._not_pricing(elapsed)  # the race has its own share: its time is not the pricer's
+
+    def _numbers(self):
+        """The pricer's machine numbers (None for a pricing without a pricer)."""
+        return getattr(getattr(self.pricing, "pricer", None), "numbers", None)
 
     def _not_pricing(self, seconds: float) -> None:
         pricing_budget = getattr(self.pricing, "budget", None)
