@@ -96,8 +96,8 @@ def test_attention_output_accumulators_of_any_width(fused_config, head_dim):
 
 @pytest.mark.parametrize("heads,tokens,head_dim", [(2, 256, 32), (1, 128, 64), (3, 192, 16)])
 def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads, tokens, head_dim):
-    # whole blocks of 64 keys: the output updates run after each block's per-row pass, a group
-    # of query rows at a time sharing each V row; later keys score higher so every block rescales
+    # whole blocks of 64 keys: every block runs on the scores' register tile, whose rows share
+    # each V row they load; later keys score higher so every block rescales
     rng = np.random.default_rng(tokens + head_dim)
     q = rng.standard_normal((heads, tokens, 16)).astype(np.float32)
     k = q + np.linspace(0, 3, tokens, dtype=np.float32)[None, :, None]
@@ -106,9 +106,24 @@ def test_attention_output_updates_shared_by_a_group_of_rows(fused_config, heads,
     plan = nn.trace(lambda a, b, c: nn.attention(a, b, c), *specs)
     compiled = weft.compile(plan, config=fused_config("inference"))
     assert any("OnlinePass" in kinds for kinds in _kinds(compiled))
-    assert "wo_g1_0" in _source(compiled)  # at least two rows share the V loads
+    assert "wa_o1_0 = wa_o1_0 + wa_pr1 * wa_y0;" in _source(compiled)  # two rows share a V load
     expected = attention64(q, k, v)
     assert_inference_close(compiled(q, k, v), expected)
+
+
+@pytest.mark.parametrize("tokens,partial", [(128, False), (130, True)])
+def test_the_general_path_of_a_pass_is_emitted_only_for_a_partial_block(fused_config, tokens, partial):
+    # 128 keys are two whole blocks of 64: the register tile takes every block and the general
+    # path (the per-row pass of a partial block) would be dead C; 130 keys end in a block of 2
+    rng = np.random.default_rng(tokens)
+    q, k, v = (rng.standard_normal((1, tokens, 16)).astype(np.float32) for _ in range(3))
+    spec = nn.spec((1, tokens, 16))
+    compiled = weft.compile(nn.trace(lambda a, b, c: nn.attention(a, b, c), spec, spec, spec),
+                            config=fused_config("inference"))
+    source = _one_pass_source(compiled)
+    assert "wa_o1_0 = wa_o1_0 + wa_pr1 * wa_y0;" in source
+    assert ("wo_ref_old" in source) is partial
+    assert_inference_close(compiled(q, k, v), attention64(q, k, v))
 
 
 def _one_pass_source(compiled) -> str:

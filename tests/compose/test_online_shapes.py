@@ -106,7 +106,7 @@ def test_an_internal_error_names_the_region_and_member(tmp_path, monkeypatch):
     def broken(self, *args, **kwargs):
         raise KeyError("e")
 
-    monkeypatch.setattr(OnlinePassWriter, "_render_step", broken)
+    monkeypatch.setattr(OnlinePassWriter, "_write_finals", broken)  # every form of the pass calls it
     with pytest.raises(CompileError) as caught:
         weft.compile(_issue_plan(), config=_patched_config(tmp_path))
     message = str(caught.value)
@@ -119,6 +119,6 @@ def test_a_weft_error_inside_a_stage_passes_through(tmp_path, monkeypatch):
     def refuses(self, *args, **kwargs):
         raise ShapeError("attention: a deliberate refusal")
 
-    monkeypatch.setattr(OnlinePassWriter, "_render_step", refuses)
+    monkeypatch.setattr(OnlinePassWriter, "_write_finals", refuses)
     with pytest.raises(ShapeError, match="deliberate refusal"):
         weft.compile(_issue_plan(), config=_patched_config(tmp_path))

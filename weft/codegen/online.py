@@ -168,6 +168,11 @@ class OnlinePassWriter:
         if self.scores is not None:
             write_row_packing(self.scores, self.local_views, self.rows, self.row_counts, lines, depth, counter)
         emit(depth, f"for (long wo_jb = 0; wo_jb < {extent}; wo_jb += {self.block}) {{")
+        if self.tile is not None and self._every_block_full():  # no partial block: no other path
+            write_tile_block(self, lines, depth + 1, counter)
+            emit(depth, "}")
+            self._write_finals(lines, indent, depth, counter, dtype)
+            return
         if self.tile is not None:  # a full key block (of a concat's cache part): every fold on the register tile
             stop = extent if self.tile.stop is None else self.tile.stop
             emit(depth + 1, f"if (wo_jb + {self.block} <= {stop}) {{")
@@ -193,6 +198,14 @@ class OnlinePassWriter:
                 self._render_shared_rows(lines, depth + 1, counter, dependent, dtype)
         emit(depth, "}")
         self._write_finals(lines, indent, depth, counter, dtype)
+
+    def _every_block_full(self) -> bool:
+        """Whether every block of the pass is a full block of the register tile: the pass's
+        extent a multiple of the block and no part of it read another way (a concat's cache
+        part ends where the tile's ``stop`` is). Then the general path, for a partial block,
+        would never run, and it is not emitted (a third of the pass's C, compiled for nothing)."""
+        extent = self.online.extent
+        return extent % self.block == 0 and self.tile.stop in (None, extent)
 
     def _close_row_loops(self, lines, inner: int) -> None:
         """Close the row loops ``_row_loops`` opened (``inner``: the depth inside them)."""
