@@ -157,6 +157,31 @@ def test_epilogue_bias_activation_residual(make_config, contract, activation):
 
 
 @pytest.mark.parametrize("contract", CONTRACTS)
+def test_a_transcendental_epilogue_is_written_once_and_runs_after_the_last_fold_block(make_config, contract):
+    """GELU after a linear whose sum spans several kc blocks, with row and column tails: the
+    epilogue runs in one loop over the stored tile (its erf written once as a vector and once
+    as a scalar, not once per accumulator), only after the last fold block."""
+    from pathlib import Path
+
+    def fn(x, w, b):
+        return nn.gelu(nn.linear(x, w, b))
+
+    shapes = [(13, 600), (300, 600), (300,)]
+    plan = weft.trace(fn, *[weft.spec(s) for s in shapes], name="case")
+    compiled = weft.compile(plan, config=make_config(contract, fusion="greedy"))
+    (nest,) = _contraction_nests(compiled)
+    assert nest.epilogue is not None and nest.fold_points > nest.blocking.kc
+    source = Path(compiled.source_path).read_text()
+    body = source[source.index("contraction microkernel"):]
+    assert body.count("wf_erf(") == 1 and body.count("wf_erf_s(") == 1, body
+    arrays = _arrays(shapes)
+    if contract == "strict":
+        assert_strict_equal(compiled(*arrays), run(plan, *arrays))
+    else:
+        assert_inference_close(compiled(*arrays), outputs64(plan, *arrays))
+
+
+@pytest.mark.parametrize("contract", CONTRACTS)
 def test_epilogue_scale_with_many_fold_blocks(make_config, contract):
     """A scaled product whose sum spans several kc blocks: the epilogue runs only once, after
     the last block (never on a partial sum)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from weft.codegen.contraction import pack_signature, render_pack_function
+from weft.codegen.contraction import microkernels, pack_signature, render_pack_function
 from weft.codegen.function import function_signature, render_function
 from weft.codegen.prelude import prelude
 from weft.codegen.units import HIDDEN, UNIT_BREAK
@@ -186,14 +186,15 @@ def _assemble(title: str, lanes: int, programs: list[tuple[list[LoweredFunction]
     """Head (title, prelude, globals, the prototypes of every program's functions), then a
     chunk per function and per runner (``programs``: each one's distinct functions and runner)."""
     head = [title, prelude(lanes), _GLOBALS]
-    chunks = [_SGEMM]
+    prototypes, chunks = [], [_SGEMM]
     for distinct, runner in programs:
-        head += [f"{function_signature(function)};" for function in distinct]
-        head += [f"{pack_signature(function)};" for function in distinct if has_packed(function)]
+        prototypes += [f"{function_signature(function)};" for function in distinct]
+        prototypes += [f"{pack_signature(function)};" for function in distinct if has_packed(function)]
         chunks += [render_function(function) for function in distinct]
         chunks += [render_pack_function(function) for function in distinct if has_packed(function)]
         chunks.append(runner)
-    return "\n".join(head + [f"{UNIT_BREAK}\n{chunk}" for chunk in chunks])
+    head += microkernels(chunks, lanes)  # static: compiled in each unit that calls one, once
+    return "\n".join(head + prototypes + [f"{UNIT_BREAK}\n{chunk}" for chunk in chunks])
 
 
 _RUNNER_NAMES = re.compile(
