@@ -6,30 +6,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from plans.build import index_value
 
 import weft
 import weft.nn as nn
-from weft.ir import AxisIndex, IndexAdd, IndexConst, IndexExpr, IndexFloorDiv, IndexMod, IndexMul, Load
+from weft.ir import AxisIndex, IndexConst, Load
 from weft.lower.access import flat_address
 from weft.lower.contraction import SPLIT_QUOTIENT, SPLIT_REMAINDER, column_split
-
-
-def _value(index: IndexExpr, env: dict[str, int]) -> int:
-    """Python's integer semantics (floor division and modulo), as the IR defines them."""
-    match index:
-        case AxisIndex(axis):
-            return env[axis]
-        case IndexConst(value):
-            return value
-        case IndexAdd(left, right):
-            return _value(left, env) + _value(right, env)
-        case IndexMul(operand, factor):
-            return _value(operand, env) * factor
-        case IndexFloorDiv(operand, divisor):
-            return _value(operand, env) // divisor
-        case IndexMod(operand, divisor):
-            return _value(operand, env) % divisor
-    raise TypeError(index)
 
 
 @pytest.mark.parametrize("shape", [(4, 3, 3), (2, 5, 7), (6, 1, 4)])
@@ -43,7 +26,7 @@ def test_flat_address_cancels_a_row_major_reshape(shape):
     assert address is not None and "FloorDiv" not in repr(address) and "Mod" not in repr(address)
     for o_value, t_value in itertools.product(range(3), range(c * kh * kw)):
         env = {"o": o_value, "t": t_value}
-        assert _value(address, env) == sum(_value(i, env) * s for i, s in zip(index, strides, strict=True))
+        assert index_value(address, env) == sum(index_value(i, env) * s for i, s in zip(index, strides, strict=True))
 
 
 def test_flat_address_keeps_what_does_not_cancel_and_refuses_what_it_cannot_read():
@@ -54,7 +37,7 @@ def test_flat_address_keeps_what_does_not_cancel_and_refuses_what_it_cannot_read
     assert address is not None
     for t_value, q_value, r_value in itertools.product(range(27), range(3), range(4)):
         env = {"t": t_value, "q": q_value, "r": r_value}
-        assert _value(address, env) == sum(_value(i, env) * s for i, s in zip(index, strides, strict=True))
+        assert index_value(address, env) == sum(index_value(i, env) * s for i, s in zip(index, strides, strict=True))
     assert flat_address((AxisIndex("i"), AxisIndex("j")), (8, 1)) is None  # nothing to cancel
     assert flat_address(((t + IndexConst(1)) // 3, t % 3), (3, 1)) is None  # a division of a sum
 

@@ -6,28 +6,13 @@ import itertools
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from plans.build import index_value
 
 from weft.ir import AxisIndex, IndexAdd, IndexConst, IndexFloorDiv, IndexMod, IndexMul
 from weft.ir.indexing import reshape_groups, reshape_index, simplify_index
 
 EXTENTS = {"a": 3, "b": 4, "c": 5}
 
-
-def _value(index, point):
-    match index:
-        case AxisIndex(axis):
-            return point[axis]
-        case IndexConst(value):
-            return value
-        case IndexAdd(left, right):
-            return _value(left, point) + _value(right, point)
-        case IndexMul(operand, factor):
-            return _value(operand, point) * factor
-        case IndexFloorDiv(operand, divisor):
-            return _value(operand, point) // divisor
-        case IndexMod(operand, divisor):
-            return _value(operand, point) % divisor
-    raise TypeError(index)
 
 
 leaves = st.one_of(st.sampled_from([AxisIndex(n) for n in EXTENTS]), st.integers(-3, 6).map(IndexConst))
@@ -49,7 +34,7 @@ def test_simplify_preserves_every_value(index):
     simple = simplify_index(index, EXTENTS)
     for values in itertools.product(*(range(n) for n in EXTENTS.values())):
         point = dict(zip(EXTENTS, values, strict=True))
-        assert _value(simple, point) == _value(index, point), (index, simple)
+        assert index_value(simple, point) == index_value(index, point), (index, simple)
 
 
 def test_split_then_merge_cancels():
@@ -85,4 +70,4 @@ def test_reshape_index_is_row_major(source, data):
         for extent in reversed(source):
             expected.append(flat % extent)
             flat //= extent
-        assert [_value(i, point) for i in mapped] == list(reversed(expected))
+        assert [index_value(i, point) for i in mapped] == list(reversed(expected))

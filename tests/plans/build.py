@@ -12,6 +12,12 @@ from weft.ir import (
     Const,
     DType,
     Fold,
+    IndexAdd,
+    IndexConst,
+    IndexExpr,
+    IndexFloorDiv,
+    IndexMod,
+    IndexMul,
     Kernel,
     Load,
     Plan,
@@ -21,6 +27,25 @@ from weft.ir import (
 )
 
 F32 = DType.FLOAT32
+
+
+def index_value(index: IndexExpr, point: dict[str, int]) -> int:
+    """``index`` at ``point`` (axis name to value), with Python's integer semantics (floor
+    division and modulo), as the IR defines them: the tests' reference for index arithmetic."""
+    match index:
+        case AxisIndex(axis):
+            return point[axis]
+        case IndexConst(value):
+            return value
+        case IndexAdd(left, right):
+            return index_value(left, point) + index_value(right, point)
+        case IndexMul(operand, factor):
+            return index_value(operand, point) * factor
+        case IndexFloorDiv(operand, divisor):
+            return index_value(operand, point) // divisor
+        case IndexMod(operand, divisor):
+            return index_value(operand, point) % divisor
+    raise TypeError(index)
 
 
 def ax(name: str) -> AxisIndex:
