@@ -47,12 +47,20 @@ from weft.ir import (
 )
 from weft.lower.access import Access, address_step, axis_step, lane_pattern, load_access, unwrapped_step
 from weft.lower.access import has_index_of as _has_index_of
-from weft.lower.nest import BufferView
+from weft.lower.nest import BufferView, LoweredFunction
 
 SCALAR_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "int"}
 VECTOR_TYPE = {DType.FLOAT32: "wf_vf", DType.INT32: "wf_vi", DType.INT64: "wf_vl", DType.BOOL: "wf_vi"}
 SUFFIX = {DType.FLOAT32: "f", DType.INT32: "i", DType.INT64: "l", DType.BOOL: "i"}
 STORAGE_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "int64_t", DType.BOOL: "uint8_t"}
+
+def c_parameters(function: LoweredFunction, writes: Callable[[BufferView], bool]) -> list[str]:
+    """The C parameters of ``function``'s buffer views,
+    each ``restrict`` and ``const`` unless ``writes(view)`` (the function and its packing
+    function write different views)."""
+    return [f"{'' if writes(view) else 'const '}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}"
+            for view in function.params]
+
 
 C_INFIX = {
     BinaryOp.ADD: "+", BinaryOp.SUB: "-", BinaryOp.MUL: "*",

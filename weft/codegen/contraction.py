@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from weft.codegen.body import STORAGE_TYPE, BodyRenderer, Counter, Value, c_literal
+from weft.codegen.body import BodyRenderer, Counter, Value, c_literal, c_parameters
 from weft.codegen.contraction_patches import PatchViewWriter
 from weft.codegen.units import HIDDEN
 from weft.ir import (
@@ -690,10 +690,7 @@ def pack_signature(function: LoweredFunction) -> str:
     """The declarator of ``wf_pack_<name>`` (hidden, like the function it packs for:
     ``weft.codegen.units.HIDDEN``)."""
     packed = {n.packed_y.pointer for n in function.nests if isinstance(n, ContractionNest) and n.packed_y}
-    params = []
-    for view in function.params:
-        const = "" if view.pointer in packed else "const "
-        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    params = c_parameters(function, lambda view: view.pointer in packed)
     return f"{HIDDEN} int wf_pack_{function.name}({', '.join(params)})"
 
 

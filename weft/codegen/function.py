@@ -4,7 +4,7 @@ calls, the packed contraction, the one pass)."""
 
 from __future__ import annotations
 
-from weft.codegen.body import STORAGE_TYPE, Counter
+from weft.codegen.body import STORAGE_TYPE, Counter, c_parameters
 from weft.codegen.contraction import render_contraction
 from weft.codegen.library import render_library
 from weft.codegen.online import OnlinePassWriter
@@ -21,11 +21,9 @@ def function_signature(function: LoweredFunction) -> str:
     """The C function's declarator, for its prototype and definition: not static (the runner
     calling it may sit in another translation unit) but hidden (``weft.codegen.units.HIDDEN``)."""
     written = set(function.members)
-    params = []
-    for view in function.params:
-        const = "" if view.buffer in written else "const "
-        params.append(f"{const}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}")
+    params = c_parameters(function, lambda view: view.buffer in written)
     return f"{HIDDEN} int {function.name}({', '.join(params) or 'void'})"
+
 
 
 def render_function(function: LoweredFunction) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from weft.compose.regions import Growth, Refusal, Region, grow
+from weft.compose.regions import Growth, Refusal, Region, cover_by_anchors, grow
 from weft.config import CONTRACTS
 from weft.errors import ConfigError
 from weft.ir import Plan
@@ -111,23 +111,19 @@ def choose_regions(
         raise ConfigError(f"contract={contract!r} is not one of {CONTRACTS}")
     if policy == "priced":
         return _choose_priced(plan, contract, pricing)
-    uncovered = {kernel.output for kernel in plan.kernels}
-    chosen: list[Region] = []
-    growths: list[Growth] = []
     cutbacks: list[Cutback] = []
-    for kernel in reversed(plan.kernels):
-        if kernel.output not in uncovered:
-            continue
-        growth = grow(plan, kernel.output, frozenset(uncovered))
-        growths.append(growth)
-        if policy == "greedy":
-            region, cut = _largest_fitting(growth, fits)
-            if cut is not None:
-                cutbacks.append(cut)
-        else:
-            region = growth.candidates[0]
-        chosen.append(region)
-        uncovered -= set(region.members)
+
+    def take(growth: Growth, available: frozenset[str]) -> Region:
+        if policy != "greedy":
+            return growth.candidates[0]
+        region, cut = _largest_fitting(growth, fits)
+        if cut is not None:
+            cutbacks.append(cut)
+        return region
+
+    steps = cover_by_anchors(plan, lambda anchor, available: grow(plan, anchor, available), take)
+    growths = [growth for growth, _ in steps]
+    chosen = [region for _, region in steps]
     order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
     chosen.sort(key=lambda region: order[region.anchor])
     growths.reverse()

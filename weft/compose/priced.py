@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weft.compose.regions import Growth, Region, grow
+from weft.compose.regions import Growth, Region, cover_by_anchors, grow
 from weft.ir import Plan
 
 PRICED_MARGIN = 0.05
@@ -83,16 +83,14 @@ def survey_candidates(plan: Plan, growths: _Growths | None = None, fits=None) ->
     post-norm encoder layer grows, over its batch axis, one candidate through every member back
     into the layer before: no layer's anchors then lined up with the next one's, and six layers
     of MiniLM held 164 signatures where 11 can be lowered.)"""
-    growths = growths or _Growths(plan)
-    uncovered = {kernel.output for kernel in plan.kernels}
     found: list[Region] = []
-    for kernel in reversed(plan.kernels):
-        if kernel.output not in uncovered:
-            continue
-        growth = growths(kernel.output, frozenset(uncovered))
+
+    def take(growth: Growth, available: frozenset[str]) -> Region:
         fused = _emittable(growth.candidates, fits)
         found.extend(fused)
-        uncovered -= set((fused[-1] if fused else growth.largest).members)
+        return fused[-1] if fused else growth.largest
+
+    cover_by_anchors(plan, growths or _Growths(plan), take)
     return found
 
 
@@ -106,29 +104,24 @@ def choose_priced(plan: Plan, pricing, margin: float = PRICED_MARGIN) -> tuple[l
     memo = _Growths(plan)
     fits = getattr(pricing, "fits", None)  # the lowering's (and library bodies') answer, passed in
     pricing.survey(survey_candidates(plan, memo, fits))
-    uncovered = {kernel.output for kernel in plan.kernels}
-    chosen: list[Region] = []
-    growths: list[Growth] = []
     decisions: list[PricedDecision] = []
-    for kernel in reversed(plan.kernels):
-        if kernel.output not in uncovered:
-            continue
-        growth = memo(kernel.output, frozenset(uncovered))
-        growths.append(growth)
+    proposals = getattr(pricing, "proposals", None)  # regions library bodies propose (growth cannot offer)
+
+    def take(growth: Growth, available: frozenset[str]) -> Region:
         region = growth.candidates[0]
         verdicts = []
         best_saving = 0.0
-        proposals = getattr(pricing, "proposals", None)  # regions library bodies propose (growth cannot offer)
-        proposed = tuple(proposals(kernel.output, frozenset(uncovered))) if proposals is not None else ()
+        proposed = tuple(proposals(growth.anchor, available)) if proposals is not None else ()
         for candidate in (*_emittable(growth.candidates[1:], fits), *proposed):
             verdict = pricing.verdict(candidate)
             verdicts.append((candidate.members, verdict))
             if verdict.pays(margin) and verdict.saving > best_saving:
                 region, best_saving = candidate, verdict.saving
         decisions.append(PricedDecision(growth.anchor, tuple(verdicts), region.members))
-        chosen.append(region)
-        uncovered -= set(region.members)
-    return chosen, growths, decisions
+        return region
+
+    steps = cover_by_anchors(plan, memo, take)
+    return [region for _, region in steps], [growth for growth, _ in steps], decisions
 
 
 def priced_reasons(member: str, decisions: list[PricedDecision]) -> list[str]:

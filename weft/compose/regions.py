@@ -25,6 +25,7 @@ Every growth step is a candidate boundary; ``grow`` returns them in growth order
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from weft.ir import OUTSIDE, AxisIndex, Kernel, Plan, index_axes
@@ -91,6 +92,28 @@ class Growth:
     @property
     def largest(self) -> Region:
         return self.candidates[-1]
+
+
+def cover_by_anchors(
+    plan: Plan,
+    grow_from: Callable[[str, frozenset[str]], Growth],
+    take: Callable[[Growth, frozenset[str]], Region],
+) -> list[tuple[Growth, Region]]:
+    """Cover ``plan``'s members from the last one back: each member no region holds yet anchors
+    a growth (``grow_from(anchor, the members still uncovered)``), and ``take(growth, those
+    members)`` names the region it covers. The (growth, region) steps in order of discovery;
+    every policy (greedy, off, priced, the pricing phase's survey) differs only in ``take``."""
+    uncovered = {kernel.output for kernel in plan.kernels}
+    steps: list[tuple[Growth, Region]] = []
+    for kernel in reversed(plan.kernels):
+        if kernel.output not in uncovered:
+            continue
+        available = frozenset(uncovered)
+        growth = grow_from(kernel.output, available)
+        region = take(growth, available)
+        steps.append((growth, region))
+        uncovered -= set(region.members)
+    return steps
 
 
 def plan_anchors(plan: Plan) -> tuple[str, ...]:
