@@ -35,7 +35,7 @@ start = time.perf_counter()
 compiled = weft.compile(plan, sys.argv[2], int(sys.argv[3]), sys.argv[4])
 wall = time.perf_counter() - start
 children = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"wall_s": wall, "cc_cpu_s": children.ru_utime + children.ru_stime}))
+print(json.dumps({"wall_s": wall, "cc_cpu_s": children.ru_utime + children.ru_stime, "weft": weft.__file__}))
 """
 
 
@@ -44,10 +44,15 @@ def cold(root: Path, machine: Path, args) -> dict:
         shutil.copytree(machine / "machine", Path(cache) / "machine")
         done = subprocess.run([sys.executable, "-c", CHILD, args.workload, args.contract, str(args.threads), args.fusion],
                               capture_output=True, text=True, timeout=1800, check=False,
-                              env={**os.environ, "WEFT_CACHE_DIR": cache, "PYTHONPATH": str(root)})
+                              env={**os.environ, "WEFT_CACHE_DIR": cache, "PYTHONPATH": str(root)}, cwd=root)
     if done.returncode:
         raise SystemExit(f"{root}: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # ``python -c`` puts its working folder first on sys.path: run from another checkout, the
+    # child would import that one's weft whatever PYTHONPATH says (before 2026-12-04 it did).
+    if not Path(result["weft"]).resolve().is_relative_to(root.resolve()):
+        raise SystemExit(f"the child for {root} imported {result['weft']}: not the checkout asked for")
+    return result
 
 
 def main(argv=None) -> int:

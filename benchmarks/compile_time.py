@@ -192,6 +192,26 @@ def fresh_cache(profile_folder: Path | None) -> tempfile.TemporaryDirectory:
     return folder
 
 
+def wanted_depths(workload: str, depths_wanted: str, quick: bool = False) -> tuple[int, ...]:
+    """The depths ``--depths`` names for ``workload``: ``all``, ``full`` (its deepest) or a
+    comma-separated list of numbers and ``full`` (``4,full``); a workload without a depth
+    parameter has its one depth whatever is asked."""
+    depths = DEPTHS[workload][:2] if quick else DEPTHS[workload]
+    if depths_wanted == "all" or not DEPTH_PARAM[workload]:
+        return depths
+    chosen = []
+    for word in depths_wanted.split(","):
+        word = word.strip()
+        if word == "full":
+            chosen.append(DEPTHS[workload][-1])
+        elif word.isdigit() and int(word) > 0:
+            chosen.append(int(word))
+        else:
+            raise SystemExit(f"--depths {depths_wanted!r}: {word!r} is neither a positive number nor 'full'"
+                             " (give all, full, or a list such as 4,16,full)")
+    return tuple(dict.fromkeys(chosen))
+
+
 def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wanted: str = "all",
         digest: str = "auto") -> list[dict]:
     rows = []
@@ -200,12 +220,7 @@ def run(workloads, repeats: int, quick: bool, fusion: str = "greedy", depths_wan
     print(f"{what} prepared in {calibrated_profile(profile_folder, fusion == 'priced'):.1f} s (once; copied into"
           " each fresh cache)", flush=True)
     for workload in workloads:
-        depths = DEPTHS[workload][:2] if quick else DEPTHS[workload]
-        if depths_wanted == "full":
-            depths = depths[-1:]
-        elif depths_wanted != "all" and DEPTH_PARAM[workload]:
-            depths = tuple(int(depth) for depth in depths_wanted.split(","))
-        for depth in depths:
+        for depth in wanted_depths(workload, depths_wanted, quick):
             for repeat in range(repeats):
                 outputs = digest == "always" or (digest == "auto" and runs_cheaply(workload, depth))
                 with fresh_cache(profile_folder) as cache_dir:
