@@ -32,6 +32,7 @@ from weft.bench.processes import run_across_processes
 from weft.bench.result import SCHEMA, provenance
 from weft.bench.verdict import judge_all
 from weft.cost.work import floor, fraction_of_floor, plan_work, unfused_work
+from weft.workloads import WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -153,10 +154,6 @@ def process_reference(workload) -> str:
     source = getattr(workload, "source", None)
     if source:
         return source
-    try:
-        from weft.workloads import WORKLOADS
-    except ModuleNotFoundError:
-        WORKLOADS = {}  # noqa: N806
     if workload.name in WORKLOADS:
         return workload.name
     raise BenchError(f"workload {workload.name} lives only in this process, so --processes cannot load it in a"

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from weft.errors import WeftError
+from weft.files import write_atomic
 
 DB_NAME = "decisions.sqlite"
 APPLICATION_ID = 0x57454654  # "WEFT": a database without it is not ours
@@ -245,9 +246,7 @@ class DecisionRecord:
     def export(self, path: Path) -> int:
         decisions = self.all()
         payload = {"format": "weft-decisions", "schema": SCHEMA, "rows": [d.to_row() for d in decisions]}
-        tmp = Path(path).with_name(Path(path).name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(payload, indent=1, sort_keys=True))
-        os.replace(tmp, path)
+        write_atomic(Path(path), json.dumps(payload, indent=1, sort_keys=True))
         return len(decisions)
 
     def import_file(self, path: Path, profile_id: str) -> tuple[int, int]:
