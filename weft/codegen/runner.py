@@ -24,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from weft.codegen.contraction import microkernels, pack_signature, render_pack_function
+from weft.codegen.contraction import pack_signature, render_pack_function
+from weft.codegen.contraction_tiles import microkernels
 from weft.codegen.function import function_signature, render_function
 from weft.codegen.prelude import prelude
 from weft.codegen.units import HIDDEN, UNIT_BREAK
