@@ -35,11 +35,26 @@ def _params(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split(",") if item)
 
 
-def child(workload: str, params: dict, contract: str, fusion: str, threads: int) -> dict:
+def compile_arm(plan, contract: str, fusion: str, threads: int, races: bool):
+    """``weft.compile`` of ``plan`` as both arms do it; ``races=False`` sets ``race_share=0``, so a
+    priced plan is the pricer's alone and two checkouts choose the same regions where their prices
+    agree (a race on a thin margin may choose either way from compile to compile)."""
+    import dataclasses
+
+    import weft
+    from weft.config import config_from_env
+
+    config = config_from_env(contract=contract, threads=threads, fusion=fusion)
+    if not races:
+        config = dataclasses.replace(config, race_share=0.0)
+    return weft.compile(plan, config=config)
+
+
+def child(workload: str, params: dict, contract: str, fusion: str, threads: int, races: bool = True) -> dict:
     import weft
     from weft.workloads import get_workload
 
-    compiled = weft.compile(get_workload(workload).plan(**params), contract, threads=threads, fusion=fusion)
+    compiled = compile_arm(get_workload(workload).plan(**params), contract, fusion, threads, races)
     return {"so": str(compiled.so_path), "kernel_set": compiled.kernel_set(), "weft": weft.__file__,
             "entry_points": entry_points(compiled)}
 
@@ -70,14 +85,16 @@ def main(argv=None) -> int:
     parser.add_argument("--entry-points-only", action="store_true",
                         help="a change that also changes a nest's lowering (a new flag): require only the same "
                              "functions and arena, not the same kernel set")
+    parser.add_argument("--no-races", action="store_true",
+                        help="fusion=priced without races (race_share=0) in both arms: the same regions where the"
+                             " prices agree, so a priced plan can be compared")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     params = _params(args.params)
     if args.child:
-        print(json.dumps(child(args.workload, params, args.contract, args.fusion, args.threads)))
+        print(json.dumps(child(args.workload, params, args.contract, args.fusion, args.threads, not args.no_races)))
         return 0
 
-    import weft
     from weft.bench.driver import calibrate_inner, run_interleaved
     from weft.bench.result import weft_commit
     from weft.bench.verdict import judge_all
@@ -90,13 +107,13 @@ def main(argv=None) -> int:
         environment = {**os.environ, "PYTHONPATH": str(Path(args.base).resolve()), "WEFT_CACHE_DIR": cache}
         command = [sys.executable, str(Path(__file__).resolve()), "--child", "--base", args.base,
                    "--workload", args.workload, "--params", args.params, "--contract", args.contract,
-                   "--fusion", args.fusion, "--threads", str(args.threads)]
+                   "--fusion", args.fusion, "--threads", str(args.threads), *(["--no-races"] if args.no_races else [])]
         done = subprocess.run(command, capture_output=True, text=True, env=environment, check=False)
         if done.returncode:
             raise SystemExit(done.stderr[-3000:])
         base = json.loads(done.stdout.strip().splitlines()[-1])
         workload = get_workload(args.workload)
-        compiled = weft.compile(workload.plan(**params), args.contract, threads=args.threads, fusion=args.fusion)
+        compiled = compile_arm(workload.plan(**params), args.contract, args.fusion, args.threads, not args.no_races)
         if args.entry_points_only:
             if entry_points(compiled) != base["entry_points"]:
                 raise SystemExit("the base lowers this plan into other functions or another arena: compare with weft bench")
