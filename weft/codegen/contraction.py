@@ -296,7 +296,7 @@ class _ContractionWriter(PatchViewWriter, TileEpilogueWriter):
         value = renderer.render(nest.epilogue)
         return renderer.splat(value) if vector else value.code
 
-    def tile_rows(self, depth: int, mr: int, nr: int) -> None:
+    def tile_prologue(self, depth: int, mr: int, nr: int) -> None:
         """A micro-tile's first lines: its rows' and columns' counts (``wf_full``: the whole
         ``mr x nr``), whether this is the last fold block, and each row's output pointer
         (``wf_o{r}``, ``wf_orow``; a row past the last is the last row again)."""
@@ -333,7 +333,7 @@ class _ContractionWriter(PatchViewWriter, TileEpilogueWriter):
         mr = b.mr if tile_rows is None else tile_rows
         vectors = b.nr // lanes if tile_vectors is None else tile_vectors
         nr = vectors * lanes
-        self.tile_rows(depth, mr, nr)
+        self.tile_prologue(depth, mr, nr)
         acc = [[f"wf_a{r}_{v}" for v in range(vectors)] for r in range(mr)]
         for r in range(mr):
             self.emit(depth, "wf_vf " + ", ".join(f"{a} = wfc_splat_f(0.0f)" for a in acc[r]) + ";")

@@ -1,6 +1,6 @@
 """The micro-tile's epilogue written once and the shared micro-kernel: mixed into the
 contraction writer (``weft.codegen.contraction``), whose helpers (``emit``, ``decode``,
-``row_env``, ``tile_rows``, ``epilogue_value``) it calls.
+``row_env``, ``tile_prologue``, ``epilogue_value``) it calls.
 
 - A transcendental epilogue (GELU's erf) runs in one loop over the stored tile after the last
   fold block (``looped_epilogue``), its C written once instead of once per accumulator.
@@ -44,13 +44,13 @@ class TileEpilogueWriter:
         self.emit(depth + 1, f"float wf_t[{mr}][{nr}] __attribute__((aligned(64)));")
         for r in range(mr):
             self.emit(depth + 1, " ".join(f"wfc_store_f(&wf_t[{r}][{v * lanes}], {a});" for v, a in enumerate(acc[r])))
-        self.epilogue_rows(depth + 1, "wf_nrows", "wf_t[wf_rr]", last_only=False)
+        self.epilogue_rows(depth + 1, "wf_nrows", "wf_t[wf_rr]")
         self.emit(depth, "}")
 
-    def epilogue_rows(self, depth: int, rows: str, source: str, last_only: bool) -> None:
+    def epilogue_rows(self, depth: int, rows: str, source: str) -> None:
         """For each of the tile's first ``rows`` rows, its ``wf_ncols`` values at ``source`` (C of
         the row ``wf_rr``: the stored tile's row, or the output row itself) through the epilogue
-        (when ``wf_last``; ``last_only``: the caller knows it is) into the output row
+        (when ``wf_last``; else copied as they are) into the output row
         ``wf_orow[wf_rr]``: vectors, then a scalar tail (the same operations, the same bytes)."""
         nest, lanes = self.nest, self.nest.lanes
         self.emit(depth, f"for (long wf_rr = 0; wf_rr < {rows}; wf_rr++) {{")
@@ -62,9 +62,8 @@ class TileEpilogueWriter:
             self.emit(depth, "}")
             return
         self.decode(row, f"wfc_minl(wf_ic + wf_ir + wf_rr, {nest.rows - 1})", nest.row_axes, self.row_env("e"))
-        inner = row if last_only else row + 1
-        if not last_only:
-            self.emit(row, "if (wf_last) {")
+        inner = row + 1
+        self.emit(row, "if (wf_last) {")
         self.emit(inner, f"const long wf_vend = wf_ncols / {lanes} * {lanes};")
         self.emit(inner, f"for (long wf_cc = 0; wf_cc < wf_vend; wf_cc += {lanes}) {{")
         self.emit(inner + 1, "const wf_vf wf_v = wfc_load_f(wf_se + wf_cc);")
@@ -76,10 +75,9 @@ class TileEpilogueWriter:
         value = self.epilogue_value(inner + 1, "e", "wf_n0 + wf_cc", "wf_s", False)
         self.emit(inner + 1, f"wf_oe[wf_cc] = {value};")
         self.emit(inner, "}")
-        if not last_only:
-            self.emit(row, "} else {")
-            self.emit(row + 1, copy)
-            self.emit(row, "}")
+        self.emit(row, "} else {")
+        self.emit(row + 1, copy)
+        self.emit(row, "}")
         self.emit(depth, "}")
 
     def shared_kernel(self) -> bool:
@@ -100,7 +98,7 @@ class TileEpilogueWriter:
         mr, vectors = b.mr, b.nr // nest.lanes
         kernel = microkernel_name(mr, vectors)
         scale = "1.0f" if nest.scale == 1.0 else f"(wf_last ? {c_literal(nest.scale, DType.FLOAT32)} : 1.0f)"
-        self.tile_rows(depth, mr, b.nr)
+        self.tile_prologue(depth, mr, b.nr)
         self.emit(depth, f"float wf_t[{mr}][{b.nr}] __attribute__((aligned(64)));")
         self.emit(depth, f"float *wf_trow[{mr}] = {{{', '.join(f'wf_t[{r}]' for r in range(mr))}}};")
         self.emit(depth, "float *const *wf_dest = wf_full ? wf_orow : wf_trow;")
@@ -111,7 +109,7 @@ class TileEpilogueWriter:
         self.emit(depth, "}")
         self.emit(depth, f"{kernel}(wf_kc, wf_xpp, wf_ypp, wf_dest, wf_pc > 0, {scale});")
         self.emit(depth, f"if (!wf_full{' || wf_last' if nest.epilogue is not None else ''}) {{")
-        self.epilogue_rows(depth + 1, "wf_nrows", "wf_dest[wf_rr]", last_only=False)
+        self.epilogue_rows(depth + 1, "wf_nrows", "wf_dest[wf_rr]")
         self.emit(depth, "}")
 
 

@@ -20,6 +20,7 @@ uncovered, so they become anchors in turn and grow regions of their own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -121,7 +122,7 @@ def choose_regions(
             cutbacks.append(cut)
         return region
 
-    steps = cover_by_anchors(plan, lambda anchor, available: grow(plan, anchor, available), take)
+    steps = cover_by_anchors(plan, functools.partial(grow, plan), take)
     growths = [growth for growth, _ in steps]
     chosen = [region for _, region in steps]
     order = {kernel.output: position for position, kernel in enumerate(plan.kernels)}
