@@ -137,7 +137,7 @@ def reference_price(facts, numbers, homes, sizes=None):
             footprint[access.buffer] = max(footprint.get(access.buffer, 0.0), size)
     tile_bytes = sum(footprint.values())
     tile_home = next((level for level, capacity in enumerate(numbers.capacities) if tile_bytes <= capacity), 3)
-    overlapped = facts.prefetched if facts.prefetched and tile_points == 1 and tile_count >= 2 else frozenset()
+    overlapped = facts.prefetched if facts.prefetched and tile_count >= 2 else frozenset()
     seen: set[str] = set()
     for nest, extents in zip(facts.nests, extents_of, strict=True):
         local = dict(homes)

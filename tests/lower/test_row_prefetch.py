@@ -1,10 +1,13 @@
-"""The next row's streams prefetched while a row chain computes (``weft.lower.row_prefetch``,
-Inference): which members carry which stream, the C it becomes, and what it changes in the bytes
-(nothing that follows threads or addresses: the same bytes at every thread count and input address, close to the chain without it). Strict takes none of it."""
+"""The next tile's streams prefetched while a row chain computes (``weft.lower.row_prefetch``):
+which members carry which stream, the C it becomes, and what it changes in the bytes (nothing
+that follows threads or addresses: the same bytes at every thread count and input address, close
+to the chain without it). Strict's tiles of several rows prefetch the next tile into L2 and keep
+the oracle's bytes."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -95,12 +98,28 @@ def test_row_chain_bytes_follow_neither_threads_nor_addresses(rows, cols, which,
     assert_inference_close(results[0], np.asarray(without(x, *params)).astype(np.float64), f"{which} {rows}x{cols}")
 
 
-def test_strict_row_chains_take_no_prefetch_and_keep_the_oracle_bytes(make_config):
-    plan = _softmax(67, 1003)
-    compiled = weft.compile(plan, config=make_config("strict", threads=2, fusion="greedy"))
-    assert "__builtin_prefetch" not in compiled.source_path.read_text()
-    x = np.random.default_rng(3).standard_normal((67, 1003), dtype=np.float32)
-    assert_strict_equal(compiled(x), oracle_run(plan, x))
+@pytest.mark.parametrize("which", ["softmax", "layer_norm"])
+def test_strict_tiles_of_rows_prefetch_the_next_tile_into_l2_and_keep_the_oracle_bytes(which, make_config):
+    rows, cols = 67, 1003
+    plan = _softmax(rows, cols) if which == "softmax" else _layernorm(rows, cols)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    params = () if which == "softmax" else (rng.standard_normal(cols, dtype=np.float32),
+                                            rng.standard_normal(cols, dtype=np.float32))
+    expected = oracle_run(plan, x, *params)
+    for threads in (1, 2):
+        compiled = weft.compile(plan, config=make_config("strict", threads=threads, fusion="greedy"))
+        function = _tiled(compiled)
+        size = function.tile_loop.tiles[0][2]
+        assert size > 1  # Strict's transposed folds take tiles of rows
+        carried = [p for nest in function.nests for p in nest.prefetch]
+        assert carried and all(p.pointer == "b_x" and p.row_axis is not None for p in carried)
+        source = compiled.source_path.read_text()
+        # the carrier's own row plus the tile size, clamped to the last row; locality 2 (L2)
+        assert re.search(rf"__builtin_prefetch\(&b_x\[\(wfc_minl\(a_x\d+_i0 \+ {size}, {rows - 1}\) \* {cols}\)"
+                         rf" \+ \(wf_v0 \+ \d+\)\], 0, 2\);", source)
+        for offset in (0, 16, 36):
+            assert_strict_equal(compiled(at_line_offset(x, offset), *params), expected)
 
 
 def test_one_row_or_a_batched_tiling_takes_no_prefetch(make_config):

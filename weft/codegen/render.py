@@ -29,7 +29,7 @@ from weft.ir import Combiner, Const, DType, expr_axes, expr_children
 from weft.lower.access import row_major_strides
 from weft.lower.fold_stream import peeled_stream
 from weft.lower.nest import GemmCall, MemberNest
-from weft.lower.values import Sum
+from weft.lower.values import Sum, renamed
 
 _IDENTITY_INT = {
     (Combiner.SUM, DType.INT32): "0", (Combiner.MAX, DType.INT32): "INT32_MIN",
@@ -105,10 +105,13 @@ class NestWriter:
         for prefetch in self.nest.prefetch:
             if prefetch.axis != axis:
                 continue
+            start, locality = prefetch.start, 3  # 3: into L1, 2: into L2
+            if prefetch.row_axis is not None:
+                start, locality = renamed(start, {prefetch.row_axis: self.var[prefetch.row_axis]}), 2
             for part in range(0, prefetch.elements, prefetch.extent):
                 offset = f" + {part}" if part else ""
-                self.emit(indent, f"__builtin_prefetch(&{prefetch.pointer}[{c_value(prefetch.start)} + ({position}){offset}],"
-                                  " 0, 3);")
+                self.emit(indent, f"__builtin_prefetch(&{prefetch.pointer}[{c_value(start)} + ({position}){offset}],"
+                                  f" 0, {locality});")
 
     def renderer(self, depth: int, packed: bool = True) -> BodyRenderer:
         """A body renderer for one C scope; reads of packed loads go to their panels."""

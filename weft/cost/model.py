@@ -37,8 +37,8 @@ overlapping every level (``max(in-core, all bytes)``) ranks them with Spearman 0
 (Strict) and 0.867 (Inference), 0.80 / 0.76 at 2 threads; this combination 0.932 and
 0.923, 0.89 / 0.88 at 2 threads.
 
-One exception, a lowering fact: a row chain tiled one row at a time prefetches the next
-row's inputs while this row computes (``weft.lower.row_prefetch``; ``FunctionFacts.prefetched``).
+One exception, a lowering fact: a row chain tiled along its rows prefetches the next
+tile's inputs while this tile computes (``weft.lower.row_prefetch``; ``FunctionFacts.prefetched``).
 Those reads are issued a tile ahead: the row's compute does not wait on them, and they
 still take the memory's time. So the tile loop takes the longer of its in-core path and
 all its transfers from beyond L1::
@@ -652,9 +652,9 @@ def _price_fused(facts: FunctionFacts, numbers: MachineNumbers, homes: dict[str,
     compute = data = overhead = 0.0
     served = [0.0, 0.0, 0.0, 0.0]  # whole bytes: exact in any order (``NestPlan``)
     busy = 0.0
-    # the next row's inputs prefetched while this row computes (only where the lowering emits the
-    # prefetch: tiles of one row, many of them): their transfers overlap the tile's in-core work
-    overlapped = facts.prefetched if facts.prefetched and tile_points == 1 and tile_count >= 2 else frozenset()
+    # the next tile's inputs prefetched while this tile computes (where the lowering emits the
+    # prefetch: many tiles of one row or of several): their transfers overlap the tile's in-core work
+    overlapped = facts.prefetched if facts.prefetched and tile_count >= 2 else frozenset()
     streamed = 0.0  # every transfer from beyond L1, overlapped or not: the tile loop's floor
     line = numbers.line
     plans = layout.plans.get(line)

@@ -60,13 +60,17 @@ class Prefetch:
     """A software prefetch riding on a member's vector loop (``weft.lower.row_prefetch``): at
     each whole vector of ``axis`` (position ``p``, ``0 <= p < extent``) the lines of
     ``pointer[start + p + m * extent]`` for every ``m`` with ``m * extent < elements``, for
-    reading. It changes no value."""
+    reading. It changes no value. ``row_axis`` (a tile of several rows) names the member's
+    own axis that ``start`` reads as ``Var(row_axis)``: the renderer puts the nest's loop
+    variable of that axis there, and the lines go to L2, not L1 (a tile of rows does not
+    fit L1 beside the tile being computed)."""
 
     pointer: str
     start: LoopValue
     axis: str
     extent: int
     elements: int
+    row_axis: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,7 +106,7 @@ def with_plain_max(nests: tuple, private: tuple[str, ...], contract: str) -> tup
     if contract != "inference" or not all(isinstance(nest, MemberNest) for nest in nests):
         return nests
     chosen = plain_max_members(nests, private)
-    prefetched = {prefetch.pointer for nest in nests for prefetch in nest.prefetch}
+    prefetched = {prefetch.pointer for nest in nests for prefetch in nest.prefetch if prefetch.row_axis is None}
     out = []
     for nest in nests:
         if nest.name in chosen and nest.fold_lanes and nest.view(nest.name).dtype.is_float:

@@ -1,4 +1,4 @@
-"""The next row's streams prefetched while this row computes (a row-wise chain, Inference).
+"""The next tile's streams prefetched while this tile computes (a row-wise chain).
 
 A fused row chain (softmax, a norm) tiled one row at a time runs its members one after the
 other on the row: the first reads the row from memory and computes next to nothing, the
@@ -82,14 +82,29 @@ def _streams(nests: tuple[MemberNest, ...], params: tuple[BufferView, ...], tile
     return streams
 
 
+def _row_axis(nest: MemberNest, tiling, tile_axis: str) -> str | None:
+    """The member's own loop axis that carries the tile's rows, when the nest runs it as an
+    outer loop (one row per iteration): the row a carrier of a tile of rows prefetches from."""
+    axes = [axis for axis, anchor in tiling.member_axes(nest.kernel.output).items() if anchor == tile_axis]
+    return axes[0] if len(axes) == 1 and axes[0] in nest.outer_axes else None
+
+
 def with_row_prefetch(nests: tuple, params: tuple[BufferView, ...], tiling, tile_variable: str,
                       contract: str) -> tuple:
     """``nests`` with the next tile's streams prefetched (module docstring), or unchanged when
-    the region is not a row chain tiled one leading index at a time under Inference."""
-    if contract != "inference" or len(tiling.axes) != 1 or tiling.count < 2:
+    the region is not a row chain tiled along one leading index.
+
+    A tile of one row prefetches the next row into L1 at the tile variable. A tile of ``S``
+    rows (Strict's transposed folds take tiles of 16) has each carrier prefetch, at its own
+    row ``r``, the same position of row ``r + S`` (the next tile's), into L2: the tile's first
+    member then finds the next tile in L2 instead of waiting for memory while the rest of the
+    tile computes (Strict softmax 8192 x 1024 in tiles of 16: 0.932 of the time without, at 1
+    and 2 threads; Strict layer norm 0.966; the same bytes). Either contract: a prefetch
+    changes no value."""
+    if len(tiling.axes) != 1 or tiling.count < 2:
         return nests
     tile_axis, extent, size = tiling.axes[0]
-    if size != 1 or not all(isinstance(nest, MemberNest) for nest in nests):
+    if not all(isinstance(nest, MemberNest) for nest in nests):
         return nests
     streams = _streams(nests, params, tile_axis, tiling.member_axes)
     carriers = []
@@ -97,18 +112,21 @@ def with_row_prefetch(nests: tuple, params: tuple[BufferView, ...], tiling, tile
         axis = carrier_axis(nest)
         if position == 0 or axis is None or axis[0] in tiling.member_axes(nest.kernel.output):
             continue
-        carriers.append((position, axis))
+        row_axis = None if size == 1 else _row_axis(nest, tiling, tile_axis)
+        if size == 1 or row_axis is not None:
+            carriers.append((position, axis, row_axis))
     if not streams or not carriers:
         return nests
-    # a member after the read that computes a transcendental (compute-bound) loads plain vectors
-    nests = [dataclasses.replace(nest, l1_reads=True) if position and _transcendental(nest) else nest
-             for position, nest in enumerate(nests)]
-    following = Minimum(Sum(Var(tile_variable), 1), extent - 1)
+    if size == 1 and contract == "inference":  # a transcendental member after the read (compute-bound) loads plain vectors
+        nests = [dataclasses.replace(nest, l1_reads=True) if position and _transcendental(nest) else nest
+                 for position, nest in enumerate(nests)]
+    nests = list(nests)
     for number, (view, row) in enumerate(streams):
-        position, (axis, steps) = carriers[number % len(carriers)]
+        position, (axis, steps), row_axis = carriers[number % len(carriers)]
         if row % steps:
             continue
+        following = Minimum(Sum(Var(tile_variable if row_axis is None else row_axis), size), extent - 1)
         prefetch = Prefetch(pointer=view.pointer, start=Product(following, row), axis=axis, extent=steps,
-                            elements=row)
+                            elements=row, row_axis=row_axis)
         nests[position] = dataclasses.replace(nests[position], prefetch=(*nests[position].prefetch, prefetch))
     return tuple(nests)

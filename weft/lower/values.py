@@ -70,3 +70,21 @@ def uses(value: LoopValue, variable: str) -> bool:
         case Product(inner, _) | Quotient(inner, _) | Remainder(inner, _):
             return uses(inner, variable)
     return False
+
+
+def renamed(value: LoopValue, names: dict[str, str]) -> LoopValue:
+    """``value`` with each loop variable named in ``names`` renamed."""
+    match value:
+        case Var(name):
+            return Var(names.get(name, name))
+        case Sum(left, right):
+            return Sum(renamed(left, names), renamed(right, names))
+        case Minimum(left, right):
+            return Minimum(renamed(left, names), renamed(right, names))
+        case Product(inner, factor):
+            return Product(renamed(inner, names), factor)
+        case Quotient(inner, divisor):
+            return Quotient(renamed(inner, names), divisor)
+        case Remainder(inner, modulus):
+            return Remainder(renamed(inner, names), modulus)
+    return value
