@@ -126,6 +126,23 @@ CASES = [
     ("aten.div.Tensor_mode", lambda a: a // 3, lambda: (torch.randint(-9, 9, (4, 5), generator=g),)),
     ("aten.div.Tensor_mode", lambda a: torch.div(a, -2, rounding_mode="trunc"),
      lambda: (torch.randint(-9, 9, (4, 5), generator=g),)),
+    ("aten.clamp.default", lambda a: torch.clamp(a, -0.5, 0.5) + torch.clamp(a, min=0.2) + torch.clamp(a, max=-0.1),
+     lambda: (rand(3, 4),)),
+    ("aten.clamp.default", lambda a: torch.clamp(a, -0.5, 0.5),  # NaN stays NaN, as in ATen
+     lambda: (torch.tensor([[float("nan"), 1.0, -2.0, 0.3], [float("-inf"), float("inf"), 0.0, -0.5]]),)),
+    ("aten.clamp.default", lambda a: torch.clamp(a, 2, 6), lambda: (ints(9, 4, 5),)),  # int64 stays int64
+    ("aten.clamp.default", lambda a: torch.clamp(a, 0.5, 6), lambda: (ints(9, 4, 5),)),  # a float bound: float
+    ("aten.clamp.default", lambda a: torch.clamp(a, 1.0, -1.0), lambda: (rand(3, 4),)),  # lo > hi gives hi
+    ("aten.clamp.Tensor", lambda a, lo, hi: torch.clamp(a, lo, hi), lambda: (rand(3, 4), rand(4) - 1, rand(3, 1) + 1)),
+    ("aten.hardtanh.default", lambda a: F.hardtanh(a * 2) + F.hardtanh(a, -0.25, 0.75), lambda: (rand(3, 4),)),
+    ("aten.native_group_norm.default", lambda a, w, b: F.group_norm(a, 2, w, b),
+     lambda: (rand(2, 4, 3, 5), rand(4), rand(4))),
+    ("aten.native_group_norm.default", lambda a: torch.ops.aten.native_group_norm(a, None, None, 2, 6, 7, 3, 1e-5),
+     lambda: (rand(2, 6, 7),)),  # mean and rstd outputs too
+    ("aten.var_mean.correction", lambda a: torch.var_mean(a, dim=1) + torch.var_mean(a, dim=(0, 2), keepdim=True,
+                                                                                      correction=0),
+     lambda: (rand(3, 4, 5),)),
+    ("aten.var.correction", lambda a: a.var(-1) + a.var(), lambda: (rand(3, 4, 5),)),
     ("aten.constant_pad_nd.default", lambda a: F.pad(a * 2, (1, 2, 0, 3), value=0.5), lambda: (rand(2, 3, 4),)),
 ]
 

@@ -177,6 +177,41 @@ def test_grouped_depthwise_and_1d_convolutions_lower_with_no_fallback():
     assert_inference_close(stem.numpy(), reference(model.stem, unbatched)[0], context="unbatched conv")
 
 
+class NormNet(torch.nn.Module):
+    """A small CNN as users write one: BatchNorm (eval), GroupNorm, ReLU6, hardswish, clamp and
+    F.normalize (each fell back to eager before: the norms are whole ops in ATen's core set)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.gn = torch.nn.GroupNorm(2, 8)
+        self.head = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        h = torch.nn.functional.relu6(self.bn(self.conv(x)))  # (make_fx traces batch norm otherwise: tested here)
+        h = torch.nn.functional.hardswish(self.gn(h)) + torch.clamp(h, min=0.5)
+        pooled = h.mean(dim=(2, 3))
+        return torch.nn.functional.normalize(self.head(pooled), dim=-1).clamp(-0.9, 0.9)
+
+
+def test_batch_norm_group_norm_clamp_and_normalize_lower_with_no_fallback():
+    torch.manual_seed(0)
+    model = NormNet().eval()
+    with torch.no_grad():  # running statistics away from 0 and 1, so eval's normalisation is exercised
+        model.bn.running_mean.uniform_(-1, 1)
+        model.bn.running_var.uniform_(0.5, 2)
+        model.bn.weight.uniform_(0.5, 1.5)
+        model.bn.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(2, 3, 9, 10)
+    for contract in ("inference", "strict"):
+        dynamo.reset()
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("error", wt.WeftFallbackWarning)
+            got = torch.compile(model, backend=wt.backend, options={"contract": contract})(x)
+        assert_inference_close(got.numpy(), reference(model, x)[0], context=f"norm net {contract}")
+
+
 def test_transposed_convolution_is_a_reported_fallback_with_the_right_answer():
     torch.manual_seed(0)
     model = DepthwiseNet(with_transposed=True).eval()
@@ -282,3 +317,16 @@ def test_a_compiled_call_leaves_the_openmp_thread_count_as_it_found_it():
             assert_inference_close(compiled(x).numpy(), reference(model, x)[0])
             assert torch.get_num_threads() == before
     assert len(counting.compiled) == 1  # no recompile from a changed thread count
+
+
+def test_batch_norm_1d_without_affine_lowers_with_no_fallback():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.BatchNorm1d(4, affine=False)).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-1, 1)
+        model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(5, 6)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got = torch.compile(model, backend=wt.backend)(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0], context="batch norm 1d")

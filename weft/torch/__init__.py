@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable
 
 import torch
-from torch._decomp import core_aten_decompositions
+from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
@@ -63,9 +63,23 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = Non
         return make_boxed_func(graph)
 
     compiled = aot_autograd(fw_compiler=forward_compiler, bw_compiler=_eager_backward,
-                            decompositions=core_aten_decompositions())(gm, example_inputs)
+                            decompositions=decompositions())(gm, example_inputs)
     compiled.weft_graphs = graphs
     return compiled
+
+
+EXTRA_DECOMPOSITIONS = (
+    # ops PyTorch keeps whole in its core set: into the means, rsqrt and elementwise ops Weft lowers
+    # (not batch norm: its decomposition is the training op, which mutates the running statistics
+    # and so breaks aot_autograd's functional graph; nor group norm, whose decomposition reads
+    # through as_strided: both have their own lowerings, weft.torch.aten)
+    torch.ops.aten.linalg_vector_norm.default,  # F.normalize, torch.linalg.vector_norm
+)
+
+
+def decompositions() -> dict:
+    """The core ATen decompositions plus ``EXTRA_DECOMPOSITIONS``."""
+    return {**core_aten_decompositions(), **get_decompositions(list(EXTRA_DECOMPOSITIONS))}
 
 
 def explain(model: Callable, *example_inputs, options: dict | None = None, file=None, **example_kwargs) -> list:

@@ -25,6 +25,7 @@ Semantics where weft.nn differs from ATen, handled here (or refused):
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 
@@ -35,7 +36,7 @@ from weft.ir import Binary, BinaryOp, Const, DType, IndexOf, Where
 from weft.nn.elementwise import broadcast_read
 from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.nn.views import read_padded
-from weft.torch.values import LoweringError, arange, constant, python_scalar, weft_dtype
+from weft.torch.values import EMPTY, LoweringError, arange, constant, python_scalar, weft_dtype
 
 aten = torch.ops.aten
 Lowering = Callable[..., object]
@@ -98,6 +99,26 @@ LOWERINGS.update({
     aten.mul.Tensor: _binary(nn.mul), aten.mul.Scalar: _binary(nn.mul),
     aten.maximum.default: _binary(nn.maximum), aten.minimum.default: _binary(nn.minimum),
 })
+
+
+@lowers(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(out, x, min=None, max=None):  # noqa: A002 (ATen's argument names)
+    """``min(max(x, lo), hi)``: NaN in ``x`` or in a bound stays NaN (``nn.maximum``'s rule, as
+    ATen's), and ``lo > hi`` gives ``hi`` everywhere, as ATen's."""
+    if min is None and max is None:
+        raise LoweringError("clamp without a bound")
+    dtype = _dtype(out)
+    result = _as(x, dtype)
+    if min is not None:
+        result = nn.maximum(result, _as(min, dtype))
+    if max is not None:
+        result = nn.minimum(result, _as(max, dtype))
+    return result
+
+
+@lowers(aten.hardtanh.default)
+def _hardtanh(out, x, min_val=-1.0, max_val=1.0):
+    return _clamp(out, x, min_val, max_val)
 
 
 @lowers(aten.rsub.Scalar, aten.rsub.Tensor)
@@ -371,6 +392,58 @@ def _softmax(out, x, dim, half_to_float=False):
 @lowers(aten._log_softmax.default)
 def _log_softmax(out, x, dim, half_to_float=False):
     return nn.log_softmax(x, dim)
+
+
+@lowers(aten._native_batch_norm_legit_no_training.default)
+def _batch_norm_eval(out, x, weight, bias, running_mean, running_var, momentum, eps):
+    """BatchNorm in eval(): ``(x - mean_c) * rsqrt(var_c + eps) * weight_c + bias_c`` along axis 1
+    (the running statistics are read, never updated); ATen's two saved statistics are empty."""
+    if x.ndim < 2:
+        raise LoweringError(f"batch norm of a {x.ndim}-d input")
+    def per_channel(value):
+        return nn.reshape(value, (x.shape[1],) + (1,) * (x.ndim - 2))
+    result = nn.mul(nn.sub(x, per_channel(running_mean)),
+                    per_channel(nn.rsqrt(nn.add(running_var, float(eps)))))
+    if weight is not None:
+        result = nn.mul(result, per_channel(weight))
+    if bias is not None:
+        result = nn.add(result, per_channel(bias))
+    return result, EMPTY, EMPTY
+
+
+@lowers(aten.native_group_norm.default)
+def _group_norm(out, x, weight, bias, n, channels, spatial, groups, eps):
+    """GroupNorm: each sample's channels in ``groups`` groups normalised over the group's
+    channels and positions (biased variance), then ``weight_c`` and ``bias_c``; with ATen's
+    mean and rstd per (sample, group)."""
+    grouped = nn.reshape(x, (n, groups, (channels // groups) * spatial))
+    mean = nn.mean(grouped, (2,), keepdims=True)
+    centered = nn.sub(grouped, mean)
+    rstd = nn.rsqrt(nn.add(nn.mean(nn.mul(centered, centered), (2,), keepdims=True), float(eps)))
+    result = nn.reshape(nn.mul(centered, rstd), tuple(x.shape))
+    def per_channel(value):
+        return nn.reshape(value, (channels,) + (1,) * (x.ndim - 2))
+    if weight is not None:
+        result = nn.mul(result, per_channel(weight))
+    if bias is not None:
+        result = nn.add(result, per_channel(bias))
+    return result, nn.reshape(mean, (n, groups)), nn.reshape(rstd, (n, groups))
+
+
+@lowers(aten.var_mean.correction, aten.var.correction)
+def _var_mean(out, x, dims=None, correction=None, keepdim=False):
+    """The variance with ``correction`` (default 1: Bessel's), from the centred squares; and the
+    mean beside it for ``var_mean``."""
+    axes = _dims(x, dims) or tuple(range(x.ndim))
+    count = math.prod(x.shape[a] for a in axes)
+    correction = 1 if correction is None else correction
+    mean = nn.mean(x, axes, keepdims=True)
+    centered = nn.sub(x, mean)
+    total = nn.sum(nn.mul(centered, centered), axes, keepdims=keepdim)
+    var = nn.mul(total, 1.0 / (count - correction)) if count > correction else nn.mul(total, float("inf"))
+    if isinstance(out, tuple | list):
+        return var, mean if keepdim else nn.reshape(mean, tuple(out[1].shape))
+    return var
 
 
 @lowers(aten.native_layer_norm.default)

@@ -23,7 +23,7 @@ from weft.errors import WeftError
 from weft.ir import Plan
 from weft.nn.tensor import Tensor
 from weft.torch.aten import LOWERINGS
-from weft.torch.values import TORCH_TO_WEFT, LoweringError, weft_dtype
+from weft.torch.values import EMPTY, TORCH_TO_WEFT, LoweringError, weft_dtype
 
 # ops whose whole effect is an index map: a partition of only these is not worth a plan
 VIEW_OPS = frozenset({
@@ -64,7 +64,6 @@ def is_tensor_op(node: fx.Node, values: dict[fx.Node, object]) -> bool:
     return node.op == "call_function" and any(isinstance(v, torch.Tensor) for v in items)
 
 
-EMPTY = "empty tensor"  # a zero-size input of cat, which contributes nothing
 
 
 def is_empty(value: object) -> bool:
@@ -136,6 +135,12 @@ def _unfit(values: dict[fx.Node, object], nodes: Sequence[fx.Node]) -> str:
     return "tensor does not fit"
 
 
+def _multi_output(value: object) -> bool:
+    """A tuple of tensors with at least one non-empty: its empty ones (batch norm's saved
+    statistics in eval) are nothing to compute, and the lowering gives them as ``EMPTY``."""
+    return isinstance(value, tuple | list) and any(isinstance(v, torch.Tensor) and v.numel() for v in value)
+
+
 @dataclass(frozen=True)
 class Verdict:
     supported: bool
@@ -152,7 +157,8 @@ def check_node(node: fx.Node, values: dict[fx.Node, object]) -> Verdict:
     concat = node.target is torch.ops.aten.cat.default
     if _scalar_cast_in(node, values):
         pass
-    elif not _tensors_ok(values[node]) or not all(_tensors_ok(values.get(n), concat) for n in inputs):
+    elif not _tensors_ok(values[node], _multi_output(values[node])) or \
+            not all(_tensors_ok(values.get(n), concat or _multi_output(values.get(n))) for n in inputs):
         return Verdict(False, _unfit(values, [node, *inputs]))
     if node.target is operator.getitem:
         return Verdict(True)
@@ -190,7 +196,7 @@ def _check_result(node: fx.Node, result: object, expected: object) -> object:
     if isinstance(expected, tuple | list):
         if not isinstance(result, tuple | list) or len(result) != len(expected):
             raise LoweringError(f"{op_name(node)}: lowering returned {type(result).__name__}, ATen a tuple")
-        return tuple(_check_result(node, r, e) if isinstance(e, torch.Tensor) else r
+        return tuple(_check_result(node, r, e) if isinstance(e, torch.Tensor) and e.numel() else r
                      for r, e in zip(result, expected, strict=True))
     if not isinstance(result, Tensor):
         raise LoweringError(f"{op_name(node)}: lowering returned {type(result).__name__}")
@@ -238,7 +244,7 @@ def trace_nodes(nodes: Sequence[fx.Node], values: dict[fx.Node, object],
         results: list[Tensor] = []
         for node in wanted:  # a multi-output node (tried alone) contributes each of its tensors
             value = env[node]
-            items = value if isinstance(value, tuple) else (value,)
+            items = tuple(item for item in value if item is not EMPTY) if isinstance(value, tuple) else (value,)
             results += [item for item in items if isinstance(item, Tensor)]
             if not items or not all(isinstance(item, Tensor) for item in items):
                 raise LoweringError(f"{op_name(node)}: output is not a tensor")

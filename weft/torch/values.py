@@ -60,3 +60,6 @@ def arange(start: float, step: float, length: int, dtype: DType) -> Tensor:
             return Binary(BinaryOp.ADD, Binary(BinaryOp.MUL, position, Const(int(step), dtype)),
                           Const(int(start), dtype))
     return Tensor((length,), dtype, current_tracer(), read, None)
+
+
+EMPTY = "empty tensor"  # a zero-size tensor: a cat input contributing nothing, batch norm's saved statistics
