@@ -8,7 +8,15 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from weft.oracle import run as oracle_run
 from weft.torch import decompositions
-from weft.torch.partition import check_node, is_empty, is_tensor_op, node_values, op_name, partition_inputs, trace_nodes
+from weft.torch.partition import (
+    check_node,
+    is_empty,
+    is_tensor_op,
+    node_values,
+    op_name,
+    partition_inputs,
+    trace_nodes,
+)
 
 
 def aten_graph(fn, *inputs, decompose: bool = True):
