@@ -394,21 +394,28 @@ def _log_softmax(out, x, dim, half_to_float=False):
     return nn.log_softmax(x, dim)
 
 
+def _per_channel(value: Tensor, like: Tensor) -> Tensor:
+    """A per-channel vector (axis 1 of ``like``, NCHW...) shaped to broadcast against ``like``."""
+    return nn.reshape(value, (like.shape[1],) + (1,) * (like.ndim - 2))
+
+
+def _channel_affine(result: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """``result * weight_c + bias_c`` along axis 1, each factor only where given (a norm's affine)."""
+    if weight is not None:
+        result = nn.mul(result, _per_channel(weight, result))
+    if bias is not None:
+        result = nn.add(result, _per_channel(bias, result))
+    return result
+
+
 @lowers(aten._native_batch_norm_legit_no_training.default)
 def _batch_norm_eval(out, x, weight, bias, running_mean, running_var, momentum, eps):
     """BatchNorm in eval(): ``(x - mean_c) * rsqrt(var_c + eps) * weight_c + bias_c`` along axis 1
     (the running statistics are read, never updated); ATen's two saved statistics are empty."""
     if x.ndim < 2:
         raise LoweringError(f"batch norm of a {x.ndim}-d input")
-    def per_channel(value):
-        return nn.reshape(value, (x.shape[1],) + (1,) * (x.ndim - 2))
-    result = nn.mul(nn.sub(x, per_channel(running_mean)),
-                    per_channel(nn.rsqrt(nn.add(running_var, float(eps)))))
-    if weight is not None:
-        result = nn.mul(result, per_channel(weight))
-    if bias is not None:
-        result = nn.add(result, per_channel(bias))
-    return result, EMPTY, EMPTY
+    result = nn.mul(nn.sub(x, _per_channel(running_mean, x)), _per_channel(nn.rsqrt(nn.add(running_var, float(eps))), x))
+    return _channel_affine(result, weight, bias), EMPTY, EMPTY
 
 
 @lowers(aten.native_group_norm.default)
@@ -420,13 +427,7 @@ def _group_norm(out, x, weight, bias, n, channels, spatial, groups, eps):
     mean = nn.mean(grouped, (2,), keepdims=True)
     centered = nn.sub(grouped, mean)
     rstd = nn.rsqrt(nn.add(nn.mean(nn.mul(centered, centered), (2,), keepdims=True), float(eps)))
-    result = nn.reshape(nn.mul(centered, rstd), tuple(x.shape))
-    def per_channel(value):
-        return nn.reshape(value, (channels,) + (1,) * (x.ndim - 2))
-    if weight is not None:
-        result = nn.mul(result, per_channel(weight))
-    if bias is not None:
-        result = nn.add(result, per_channel(bias))
+    result = _channel_affine(nn.reshape(nn.mul(centered, rstd), tuple(x.shape)), weight, bias)
     return result, nn.reshape(mean, (n, groups)), nn.reshape(rstd, (n, groups))
 
 

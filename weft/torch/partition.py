@@ -64,8 +64,6 @@ def is_tensor_op(node: fx.Node, values: dict[fx.Node, object]) -> bool:
     return node.op == "call_function" and any(isinstance(v, torch.Tensor) for v in items)
 
 
-
-
 def is_empty(value: object) -> bool:
     """Every tensor in ``value`` has zero elements: nothing to compute, so no fallback either."""
     items = value if isinstance(value, tuple | list) else (value,)
