@@ -50,7 +50,7 @@ from weft.lower.fused import lower_partition
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
-from weft.runtime.memory import ArenaPlan, aligned_empty, plan_arena
+from weft.runtime.memory import ArenaPlan, aligned_outputs, plan_arena
 from weft.runtime.record import Recorded, load_record, record_key, save_record, summarize
 from weft.threads import BlasThreads, thread_pools_record
 
@@ -324,7 +324,7 @@ class CompiledPlan:
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if out is None:
-            return [aligned_empty(shape, dtype) for shape, dtype in self._output_specs]
+            return aligned_outputs(self._output_specs, inputs)
         given = list(out) if isinstance(out, tuple | list) else [out]
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
