@@ -330,3 +330,38 @@ def test_batch_norm_1d_without_affine_lowers_with_no_fallback():
         warnings.simplefilter("error", wt.WeftFallbackWarning)
         got = torch.compile(model, backend=wt.backend)(x)
     assert_inference_close(got.numpy(), reference(model, x)[0], context="batch norm 1d")
+
+
+MASK = torch.tensor([[True, False, True, True, False], [False] * 5, [True] * 5, [True, True, False, True, True],
+                     [False, True, True, True, True]])  # row 1: every key masked (eager's gradient is 0 there)
+
+
+@pytest.mark.parametrize("kind", ["plain", "causal", "bool_mask", "gqa"])
+def test_training_through_sdpa_gives_eager_gradients(kind):
+    """aot_autograd traces SDPA as ``_scaled_dot_product_flash_attention_for_cpu`` and keeps its
+    backward op; PyTorch's core decomposition of the forward returns the attention probabilities
+    where the backward reads the log-sum-exp, so the gradients came out wrong (the loss was right).
+    The backend's own decomposition (``weft.torch.decompose``) returns the real log-sum-exp."""
+    torch.manual_seed(0)
+    heads = 1 if kind == "gqa" else 3
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, heads, 5, 4), torch.randn(2, heads, 5, 4)
+    weights = torch.linspace(-1, 1, 2 * 3 * 5 * 4).reshape(2, 3, 5, 4)
+    keywords = {"plain": {}, "causal": {"is_causal": True}, "bool_mask": {"attn_mask": MASK},
+                "gqa": {"is_causal": True, "enable_gqa": True}}[kind]
+
+    def gradients(function):
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = function(*leaves)
+        (out * weights).sum().backward()
+        return out.detach(), [t.grad for t in leaves]
+
+    def attention(a, b, c):
+        return torch.nn.functional.scaled_dot_product_attention(a, b, c, **keywords)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got, got_grads = gradients(torch.compile(attention, backend=wt.backend))
+    want, want_grads = gradients(attention)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for mine, theirs in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)

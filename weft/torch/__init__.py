@@ -25,6 +25,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.aot_autograd import make_boxed_func
 
+from weft.torch.decompose import DECOMPOSITIONS
 from weft.torch.graph import (
     FallbackError,
     GraphReport,
@@ -78,8 +79,9 @@ EXTRA_DECOMPOSITIONS = (
 
 
 def decompositions() -> dict:
-    """The core ATen decompositions plus ``EXTRA_DECOMPOSITIONS``."""
-    return {**core_aten_decompositions(), **get_decompositions(list(EXTRA_DECOMPOSITIONS))}
+    """The core ATen decompositions plus ``EXTRA_DECOMPOSITIONS``, with the backend's own in place
+    of PyTorch's where those are wrong (``weft.torch.decompose``: SDPA's flash op on CPU)."""
+    return {**core_aten_decompositions(), **get_decompositions(list(EXTRA_DECOMPOSITIONS)), **DECOMPOSITIONS}
 
 
 def explain(model: Callable, *example_inputs, options: dict | None = None, file=None, **example_kwargs) -> list:
