@@ -47,6 +47,7 @@ from weft.ir import Kernel, Plan, Role, output_digest, verify
 from weft.lower import Target, lower_plan
 from weft.lower.contraction_prepack import prepack_bound
 from weft.lower.fused import lower_partition
+from weft.lower.in_place import check_in_place, check_in_place_names, in_place_lowering
 from weft.lower.nest import LoweredPlan
 from weft.oracle.interpreter import NUMPY_DTYPE, check_inputs
 from weft.runtime.binding import NativeRunner, pointer_array, scipy_sgemm_pointer
@@ -230,11 +231,13 @@ class CompiledPlan:
 
     def __init__(self, plan: Plan, config: Config, lowered: LoweredPlan | None, arena: ArenaPlan | None, artifact,
                  params: dict[str, np.ndarray] | None = None, entry_prefix: str = "wf_",
-                 recorded: Recorded | None = None) -> None:
+                 recorded: Recorded | None = None, in_place: dict[str, str] | None = None) -> None:
         """``recorded`` (a warm compile): ``lowered`` and ``arena`` are None; the compile record
-        gives what loading needs now (its ``LoweringSummary``) and them on first use."""
+        gives what loading needs now (its ``LoweringSummary``) and them on first use.
+        ``in_place``: output -> the input it is written over (``weft.lower.in_place``)."""
         self.plan = plan
         self.params = dict(params or {})  # inputs bound at compile time (weft.compile(..., params=))
+        self.in_place = dict(in_place or {})
         self.config = config
         self._lowering = (lowered, arena) if recorded is None else None
         self._recorded = recorded
@@ -320,16 +323,38 @@ class CompiledPlan:
 
     def _inputs(self, arrays, named=None) -> list[np.ndarray]:
         ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named or {}, self.params)
-        return [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
+        inputs = [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
+        self._check_updated(ordered, inputs)
+        return inputs
+
+    def _check_updated(self, given, inputs: list[np.ndarray]) -> None:
+        """An input that ``in_place`` writes over must be the caller's own array, usable as is
+        (a copy would take the update, and the caller would never see it)."""
+        for output, name in self.in_place.items():
+            position = self.plan.inputs.index(name)
+            array = given[position]
+            if inputs[position] is not array or not array.flags.writeable:
+                raise InputError(f"plan {self.plan.name}: input {name} is updated in place (in_place= writes "
+                                 f"{output} over it), so it must be a writeable C-contiguous array; pass "
+                                 "numpy.ascontiguousarray(x) and keep that array")
 
     def _outputs(self, out, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        over = {output: inputs[self.plan.inputs.index(name)] for output, name in self.in_place.items()}
         if out is None:
-            return aligned_outputs(self._output_specs, inputs)
+            fresh = iter(aligned_outputs([spec for name, spec in zip(self.output_names, self._output_specs,
+                                                                      strict=True) if name not in over], inputs))
+            return [over[name] if name in over else next(fresh) for name in self.output_names]
         given = list(out) if isinstance(out, tuple | list) else [out]
         if len(given) != len(self.output_names):
             raise InputError(f"plan {self.plan.name}: out= needs {len(self.output_names)} arrays "
                              f"({', '.join(self.output_names)}), got {len(given)}")
+        for name, array in zip(self.output_names, given, strict=True):
+            if name in over and array is not over[name]:
+                raise InputError(f"plan {self.plan.name}: out= for {name} must be input {self.in_place[name]}'s "
+                                 "own array (in_place= writes it there), or leave out= out")
         for name, array, (shape, dtype) in zip(self.output_names, given, self._output_specs, strict=True):
+            if name in over:
+                continue
             if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
                 got = (array.shape, array.dtype) if isinstance(array, np.ndarray) else type(array).__name__
                 raise InputError(f"plan {self.plan.name}: out array for {name} must have shape {shape} and "
@@ -400,7 +425,7 @@ class CompiledPlan:
         also skips input validation on every call.
         """
         inputs = self._inputs(arrays, named)
-        if self._raw_outputs is None:
+        if self._raw_outputs is None or self.in_place:  # written over this call's inputs
             self._raw_outputs = self._outputs(None, inputs)
         status = self.run_native(pointer_array(inputs), pointer_array(self._raw_outputs))
         if status:
@@ -412,8 +437,9 @@ class CompiledPlan:
         return None if self._raw_outputs is None else self.results(self._raw_outputs)
 
     def profile(self, *arrays: np.ndarray, repeats: int = 1, **named: np.ndarray) -> list[tuple[str, tuple[str, ...], float]]:
-        """Seconds per call of each lowered function (name, members, seconds), from a timed runner."""
-        inputs = self._inputs(arrays, named)
+        """Seconds per call of each lowered function (name, members, seconds), from a timed runner
+        (on copies of the inputs ``in_place`` writes over: the caller's arrays keep their values)."""
+        inputs = self._spared(self._inputs(arrays, named))
         outputs = self._outputs(None, inputs)
         in_pointers, out_pointers = pointer_array(inputs), pointer_array(outputs)
         # one untimed run first: fresh outputs fault their pages in on first write
@@ -435,8 +461,21 @@ class CompiledPlan:
         return kernel_set_digest(self.lowered)
 
     def output_digest(self, *inputs: np.ndarray) -> str:
-        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs``."""
-        return output_digest(self(*inputs))
+        """A digest of the outputs' bytes (with shapes and dtypes) on ``inputs`` (run on copies of
+        those ``in_place`` writes over, so asking twice gives the same digest)."""
+        if not self.in_place:
+            return output_digest(self(*inputs))
+        spared = self._spared(self._inputs(inputs))
+        outputs = self._outputs(None, spared)
+        status = self.run_native(pointer_array(spared), pointer_array(outputs))
+        if status:
+            raise self.gather_error(status)
+        return output_digest(self.results(outputs))
+
+    def _spared(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """``inputs`` with a copy of each one ``in_place`` writes over."""
+        updated = set(self.in_place.values())
+        return [array.copy() if name in updated else array for name, array in zip(self.plan.inputs, inputs, strict=True)]
 
     def explain(self, file=None, every_price: bool = False) -> None:
         """Print the composition engine's account of this compile: anchors, candidate
@@ -559,6 +598,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
     lanes: int | None = None,
     config: Config | None = None,
     params: dict | None = None,
+    in_place: dict | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` to native code.
 
@@ -581,6 +621,10 @@ def compile(  # noqa: A001 - the public name is weft.compile
     ``params``: inputs bound now (``{name: array}``, or a nested dict named by path as
     at trace time), copied once and not passed per call; a name that is not an
     input, or a wrong shape or dtype, is an ``InputError``.
+    ``in_place``: ``{output: input}``, each output written over that input's array (an
+    optimizer step, a cache update): a call updates the caller's array and returns it.
+    Legal where each read of the input comes before the element is overwritten
+    (``weft.lower.in_place`` proves it, or says why not as an ``InputError``).
     """
     plan = check_plan_argument(plan)
     if isinstance(contract, Config) or isinstance(threads, Config) or isinstance(fusion, Config):
@@ -588,6 +632,8 @@ def compile(  # noqa: A001 - the public name is weft.compile
                           " the positional arguments after the plan are contract ('strict' or 'inference'),"
                           " threads and fusion")
     bound = bind_compile_params(plan, params)
+    pairs = dict(in_place or {}) if isinstance(in_place, dict | type(None)) else in_place
+    check_in_place_names(plan, pairs, frozenset(bound))
     if config is None:
         config = config_from_env(contract=contract, threads=threads, fusion=fusion)
     use_blas = bool(blas) and config.contract == "inference" and scipy_sgemm_pointer() is not None
@@ -607,7 +653,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
         if config.fusion == "priced":
             deciding = repr(sorted(decision_key_base(config, compiler_identity(config.cc)).items()))
         key = record_key(plan, config.fusion, config.contract, lanes, use_blas, deciding,
-                         tuple(bound)) if recordable else ""
+                         tuple(bound), tuple(sorted(pairs.items()))) if recordable else ""
         recorded = load_record(config.cache_dir, key, plan) if recordable else None
         if recorded is not None and config.fusion == "priced":
             undecided, budget_s = recorded.undecided or ((), None)
@@ -625,6 +671,9 @@ def compile(  # noqa: A001 - the public name is weft.compile
         verify(plan)
         lowered, partition, decide_report, bodies = _stage("lowering", plan, _lower, plan, config, target, seconds)
         lowered = prepack_bound(lowered, frozenset(bound))  # bound weights' panels packed once, at load
+        if pairs:
+            check_in_place(plan, lowered, pairs)
+            lowered = in_place_lowering(plan, lowered, pairs)
         with _timed(seconds, "render"):
             arena = _stage("laying out the arena of", plan, plan_arena, plan, lowered)
             source = _stage("rendering C for", plan, render_source, plan, lowered, arena)
@@ -640,7 +689,7 @@ def compile(  # noqa: A001 - the public name is weft.compile
             save_record(config.cache_dir, key, plan, lowered, arena, source, rests_on,
                         (left, config.budget_s) if left else None)
     with _timed(seconds, "load"):
-        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound, recorded=recorded)
+        compiled = CompiledPlan(plan, config, lowered, arena, artifact, bound, recorded=recorded, in_place=pairs)
     compiled.from_record = recorded is not None
     compiled.stage_seconds = seconds
     compiled.partition = partition

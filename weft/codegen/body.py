@@ -56,10 +56,12 @@ STORAGE_TYPE = {DType.FLOAT32: "float", DType.INT32: "int32_t", DType.INT64: "in
 
 def c_parameters(function: LoweredFunction, writes: Callable[[BufferView], bool]) -> list[str]:
     """The C parameters of ``function``'s buffer views,
-    each ``restrict`` and ``const`` unless ``writes(view)`` (the function and its packing
-    function write different views)."""
-    return [f"{'' if writes(view) else 'const '}{STORAGE_TYPE[view.dtype]} *restrict {view.pointer}"
-            for view in function.params]
+    each ``const`` unless ``writes(view)`` (the function and its packing function write
+    different views) and ``restrict`` unless it may share memory with another
+    (``function.aliased``: an output written over an input)."""
+    return [f"{'' if writes(view) else 'const '}{STORAGE_TYPE[view.dtype]} "
+            f"*{'' if position in function.aliased else 'restrict '}{view.pointer}"
+            for position, view in enumerate(function.params)]
 
 
 C_INFIX = {

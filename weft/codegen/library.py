@@ -6,10 +6,11 @@ no FMA contraction is allowed, gives the oracle's bytes)::
 
     m' = b1 * m + c1 * g;   v' = b2 * v + (c2 * g) * g;   p' = p - s * (m' / (sqrt(v') / q + eps))
 
-The element loop is ``omp simd`` (GCC vectorises ``__builtin_sqrtf`` under
-``-fno-math-errno``), inside a parallel loop over chunks of ``call.chunk`` elements. A
-call marked ``streaming`` (outputs far larger than the caches) stores with AVX-512
-non-temporal stores, when the CPU has them and the outputs share one alignment.
+The element loop runs in 16-lane AVX-512 vectors where the CPU has them (else ``omp
+simd``: GCC vectorises ``__builtin_sqrtf`` under ``-fno-math-errno``), inside a parallel
+loop over chunks of ``call.chunk`` elements. A call marked ``streaming`` (outputs far
+larger than the caches) stores with non-temporal stores when the outputs share one
+alignment; plain stores otherwise (and always for outputs written over their inputs).
 """
 
 from __future__ import annotations
@@ -46,22 +47,32 @@ def _adam(call: LibraryCall, pad: str) -> list[str]:
         ]
 
     lines = [f"{pad}    long wf_end = wf_start + {call.chunk} < {call.elements} ? wf_start + {call.chunk} : {call.elements};"]
-    if not call.streaming:
-        return lines + scalar_loop("wf_start", "wf_end")
-    # streaming stores (the outputs bypass the caches: no read for ownership of lines wholly
-    # overwritten), when the three outputs share one alignment; each vector operation is the
-    # scalar one per lane, in the same order (no FMA), so the bytes are the scalar loop's
+    # 16-lane vectors (the compiler's own vectorisation of the scalar loop may pick 8 lanes,
+    # and the two divisions and the root per element then cost more than the memory time);
+    # each vector operation is the scalar one per lane, in the same order (no FMA), so the
+    # bytes are the scalar loop's. Streaming stores (the outputs bypass the caches: no read
+    # for ownership of lines wholly overwritten) when the three outputs share one alignment;
+    # plain stores otherwise (outputs written over their inputs: the lines were just read)
     splat = {name: f"_mm512_set1_ps({value})" for name, value in c.items()}
+    store = "_mm512_stream_ps" if call.streaming else "_mm512_storeu_ps"
+    if call.streaming:
+        head = [
+            f"{pad}    long wf_head = wf_start;",
+            f"{pad}    int wf_aligned = ((uintptr_t){new_p} & 63) == ((uintptr_t){new_m} & 63)"
+            f" && ((uintptr_t){new_p} & 63) == ((uintptr_t){new_v} & 63) && ((uintptr_t){new_p} & 3) == 0;",
+            f"{pad}    if (wf_aligned) {{",
+            f"{pad}        while (wf_head < wf_end && ((uintptr_t)({new_p} + wf_head) & 63)) wf_head++;",
+            f"{pad}    }} else {{",
+            f"{pad}        wf_head = wf_end;",
+            f"{pad}    }}",
+        ]
+    else:  # peel to the first line of new_p (in place, every stream shares its alignment)
+        head = [f"{pad}    long wf_head = wf_start;",
+                f"{pad}    if (((uintptr_t){new_p} & 3) == 0)",
+                f"{pad}        while (wf_head < wf_end && ((uintptr_t)({new_p} + wf_head) & 63)) wf_head++;"]
     lines += [
         "#ifdef __AVX512F__",
-        f"{pad}    long wf_head = wf_start;",
-        f"{pad}    int wf_aligned = ((uintptr_t){new_p} & 63) == ((uintptr_t){new_m} & 63)"
-        f" && ((uintptr_t){new_p} & 63) == ((uintptr_t){new_v} & 63) && ((uintptr_t){new_p} & 3) == 0;",
-        f"{pad}    if (wf_aligned) {{",
-        f"{pad}        while (wf_head < wf_end && ((uintptr_t)({new_p} + wf_head) & 63)) wf_head++;",
-        f"{pad}    }} else {{",
-        f"{pad}        wf_head = wf_end;",
-        f"{pad}    }}",
+        *head,
         f"{pad}    long wf_body = wf_head + (wf_end - wf_head) / 16 * 16;",
         *scalar_loop("wf_start", "wf_head"),
         f"{pad}    for (long wf_i = wf_head; wf_i < wf_body; wf_i += 16) {{",
@@ -73,11 +84,11 @@ def _adam(call: LibraryCall, pad: str) -> list[str]:
         f"{pad}        __m512 wf_d = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(wf_v), {splat['root']}), {splat['eps']});",
         f"{pad}        __m512 wf_p = _mm512_sub_ps(_mm512_loadu_ps({p} + wf_i),"
         f" _mm512_mul_ps({splat['step']}, _mm512_div_ps(wf_m, wf_d)));",
-        f"{pad}        _mm512_stream_ps({new_m} + wf_i, wf_m);",
-        f"{pad}        _mm512_stream_ps({new_v} + wf_i, wf_v);",
-        f"{pad}        _mm512_stream_ps({new_p} + wf_i, wf_p);",
+        f"{pad}        {store}({new_m} + wf_i, wf_m);",
+        f"{pad}        {store}({new_v} + wf_i, wf_v);",
+        f"{pad}        {store}({new_p} + wf_i, wf_p);",
         f"{pad}    }}",
-        f"{pad}    _mm_sfence();",
+        *([f"{pad}    _mm_sfence();"] if call.streaming else []),
         *scalar_loop("wf_body", "wf_end"),
         "#else",
         *scalar_loop("wf_start", "wf_end"),

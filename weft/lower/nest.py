@@ -231,6 +231,9 @@ class LoweredFunction:
     tile_loop: TileLoop | None = None
     scratch: tuple[Scratch, ...] = ()
     private: tuple[str, ...] = ()  # members whose output lives only in ``scratch`` (no arena space)
+    # positions in ``params`` that may share memory (an output written over an input,
+    # ``weft.lower.in_place``): those pointers are not ``restrict``
+    aliased: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

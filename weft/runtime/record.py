@@ -73,11 +73,13 @@ def weft_source_digest() -> str:
 
 
 def record_key(plan: Plan, fusion: str, contract: str, lanes: int, use_blas: bool, deciding: str = "",
-               bound: tuple[str, ...] = ()) -> str:
+               bound: tuple[str, ...] = (), in_place: tuple[tuple[str, str], ...] = ()) -> str:
     """``deciding``: what else the decisions depend on (``fusion="priced"``: the decision
     record's key fields, threads, machine profile and compiler among them). ``bound``: the
-    inputs bound at compile (``params=``: their weights may be packed at load)."""
-    options = repr((FORMAT, fusion, contract, lanes, use_blas, weft_source_digest(), deciding, tuple(sorted(bound))))
+    inputs bound at compile (``params=``: their weights may be packed at load). ``in_place``:
+    the (output, input) pairs written over (their functions are rendered without ``restrict``)."""
+    options = repr((FORMAT, fusion, contract, lanes, use_blas, weft_source_digest(), deciding, tuple(sorted(bound)),
+                    tuple(sorted(in_place))))
     digest = hashlib.sha256(plan.text().encode())
     digest.update(b"\0" + options.encode())
     return digest.hexdigest()[:32]
