@@ -47,6 +47,16 @@ CASES = [
     ("aten.mean.dim", lambda a: a.mean(-1, keepdim=True) + a.mean((0, 2)).sum(), lambda: (rand(3, 4, 5),)),
     ("aten.sum.dim_IntList", lambda a: a.sum(1), lambda: (rand(3, 4, 5),)),
     ("aten.amax.default", lambda a: a.amax(-1), lambda: (rand(3, 4, 5),)),
+    ("aten.max.dim", lambda a: torch.max(a, 1), lambda: (rand(3, 4, 5),)),  # values and indices
+    ("aten.max.dim", lambda a: torch.max(a, -1, keepdim=True), lambda: (ints(3, 4, 5),)),  # ties: the first index
+    ("aten.min.dim", lambda a: torch.min(a, 0), lambda: (rand(3, 4, 5),)),
+    ("aten.max.dim", lambda a: torch.max(a, 1), lambda: (torch.rand(3, 4, generator=g) > 0.5,)),  # bool
+    ("aten.argmax.default", lambda a: a.argmax(-1) + a.argmax(0, keepdim=True).sum(), lambda: (rand(3, 4),)),
+    ("aten.argmax.default", lambda a: a.argmax(), lambda: (rand(3, 4, 5),)),  # flattened
+    ("aten.argmin.default", lambda a: a.argmin(1), lambda: (ints(3, 4, 5),)),
+    ("aten.argmax.default", lambda a: a.argmax(-1),  # NaN is the maximum: the first NaN's index, as ATen
+     lambda: (torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [float("-inf")] * 4]),)),
+    ("aten.max.default", lambda a: a.max() + a.min(), lambda: (rand(3, 4),)),
     ("aten._softmax.default", lambda a: torch.softmax(a, -1), lambda: (rand(3, 4, 5),)),
     ("aten._log_softmax.default", lambda a: torch.log_softmax(a, 1), lambda: (rand(3, 4, 5),)),
     ("aten.native_layer_norm.default", lambda a, w, b: F.layer_norm(a, (5,), w, b, 1e-5),

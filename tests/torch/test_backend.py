@@ -365,3 +365,26 @@ def test_training_through_sdpa_gives_eager_gradients(kind):
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     for mine, theirs in zip(got_grads, want_grads, strict=True):
         torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_max_min_with_indices_and_argmax_lower_with_no_fallback():
+    """``torch.max(x, dim)`` (values and indices), ``min``, ``argmax``/``argmin``: each was a
+    reported fallback. Ties give the first index and a NaN is the maximum (its first index), as
+    ATen's; the compiled C, both contracts."""
+    nan = float("nan")
+    x = torch.tensor([[1.0, nan, 3.0, nan], [2.0, 2.0, 1.0, 2.0], [float("-inf")] * 4, [0.5, -1.0, 0.5, 5.0]])
+    logits = torch.randn(3, 5, 7)
+
+    def heads(a, b):
+        top, where = torch.max(a, 1)
+        low = torch.min(b, -1, keepdim=True)
+        return top, where, low.values, low.indices, a.argmax(0), b.argmin(), b.softmax(-1).argmax(-1)
+
+    want = heads(x, logits)
+    for contract in ("inference", "strict"):
+        dynamo.reset()
+        with torch.no_grad():
+            got = torch.compile(heads, backend=wt.backend, options={"contract": contract, "fallback": "error"})(x, logits)
+        for mine, theirs in zip(got, want, strict=True):
+            assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
+            torch.testing.assert_close(mine, theirs, equal_nan=True, rtol=0, atol=0)

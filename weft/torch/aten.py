@@ -378,6 +378,79 @@ def _amin(out, x, dims=(), keepdim=False):
     return nn.min(x, _dims(x, dims), keepdim)
 
 
+def _foldable(x: Tensor) -> Tensor:
+    """``x`` as weft.nn's max/min fold takes it (bool folds are refused: as int32)."""
+    return nn.cast(x, DType.INT32) if x.dtype is DType.BOOL else x
+
+
+def _first_extreme(x: Tensor, dim: int, extreme: Tensor) -> Tensor:
+    """The first index along ``dim`` where ``x`` equals its (keepdim) ``extreme``, int64, keepdim:
+    a min fold over ``where(x == extreme or x is NaN, i, extent)``. A NaN counts as the extreme
+    (ATen's argmax/argmin and max.dim/min.dim return the first NaN's index; the max and min folds
+    propagate NaN, so a row with a NaN has NaN for its extreme and only its NaNs match)."""
+    extent = x.shape[dim]
+    hit = nn.equal(x, extreme)
+    if x.dtype.is_float:
+        hit = nn.logical_or(hit, nn.not_equal(x, x))
+    shape = tuple(extent if d == dim else 1 for d in range(x.ndim))
+    positions = nn.reshape(arange(0, 1, extent, DType.INT64), shape)
+    return nn.min(nn.where(hit, positions, constant(extent, (), DType.INT64)), (dim,), keepdims=True)
+
+
+def _value_and_index(x: Tensor, dim: int, keepdim: bool, fold) -> tuple[Tensor, Tensor]:
+    dim %= max(x.ndim, 1)
+    source = _foldable(x)
+    if source.ndim == 0:
+        return x, constant(0, (), DType.INT64)
+    extreme = fold(source, (dim,), keepdims=True)
+    index = _first_extreme(source, dim, extreme)
+    if not keepdim:
+        extreme, index = nn.squeeze(extreme, dim), nn.squeeze(index, dim)
+    return (nn.cast(extreme, x.dtype) if extreme.dtype is not x.dtype else extreme), index
+
+
+@lowers(aten.max.dim)
+def _max_dim(out, x, dim, keepdim=False):
+    """``torch.max(x, dim)``: (values, int64 indices of the first maximum; a NaN is the maximum)."""
+    return _value_and_index(x, dim, keepdim, nn.max)
+
+
+@lowers(aten.min.dim)
+def _min_dim(out, x, dim, keepdim=False):
+    return _value_and_index(x, dim, keepdim, nn.min)
+
+
+def _arg_extreme(out, x, dim, keepdim, fold):
+    if dim is None:  # over the flattened tensor; keepdim keeps every dim as 1
+        flat = nn.reshape(x, (math.prod(x.shape),)) if x.ndim != 1 else x
+        index = _value_and_index(flat, 0, False, fold)[1]
+        return nn.reshape(index, tuple(out.shape))
+    return _value_and_index(x, dim, keepdim, fold)[1]
+
+
+@lowers(aten.argmax.default)
+def _argmax(out, x, dim=None, keepdim=False):
+    """The int64 index of the first maximum along ``dim`` (of the flattened tensor when None)."""
+    return _arg_extreme(out, x, dim, keepdim, nn.max)
+
+
+@lowers(aten.argmin.default)
+def _argmin(out, x, dim=None, keepdim=False):
+    return _arg_extreme(out, x, dim, keepdim, nn.min)
+
+
+@lowers(aten.max.default)
+def _max_all(out, x):
+    value = nn.max(_foldable(x))
+    return nn.cast(value, x.dtype) if value.dtype is not x.dtype else value
+
+
+@lowers(aten.min.default)
+def _min_all(out, x):
+    value = nn.min(_foldable(x))
+    return nn.cast(value, x.dtype) if value.dtype is not x.dtype else value
+
+
 @lowers(aten.any.dim, aten.any.dims, aten.any.default)
 def _any(out, x, dims=None, keepdim=False):
     as_int = nn.cast(_truth(x), DType.INT32)
