@@ -57,6 +57,16 @@ CASES = [
     ("aten.argmax.default", lambda a: a.argmax(-1),  # NaN is the maximum: the first NaN's index, as ATen
      lambda: (torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [float("-inf")] * 4]),)),
     ("aten.max.default", lambda a: a.max() + a.min(), lambda: (rand(3, 4),)),
+    ("aten.max_pool2d_with_indices.default", lambda a: F.max_pool2d(a, 3, 2, 1, return_indices=True),
+     lambda: (rand(2, 3, 7, 8),)),  # values and the flat indices a training backward reads
+    ("aten.max_pool2d_with_indices.default", lambda a: F.max_pool2d(a, 2, 1, dilation=2, return_indices=True),
+     lambda: (torch.tensor([[[[1.0, float("nan"), 2.0, 2.0], [2.0, 2.0, -1.0, float("-inf")],
+                              [0.0, 2.0, float("-inf"), float("-inf")]]]]),)),  # ties, NaN, -inf: ATen's index
+    ("aten.max_pool2d_with_indices.default", lambda a: F.max_pool2d(a, 2), lambda: (rand(3, 6, 5),)),  # unbatched
+    ("aten.avg_pool2d.default", lambda a: F.avg_pool2d(a, 3, 2, 1) + F.avg_pool2d(a, 3, 2, 1, count_include_pad=False),
+     lambda: (rand(2, 3, 7, 8),)),
+    ("aten.avg_pool2d.default", lambda a: F.avg_pool2d(a, 2), lambda: (rand(3, 6, 5),)),  # unbatched
+    ("aten.leaky_relu.default", lambda a: F.leaky_relu(a) + F.leaky_relu(a, 0.2), lambda: (rand(3, 4),)),
     ("aten._softmax.default", lambda a: torch.softmax(a, -1), lambda: (rand(3, 4, 5),)),
     ("aten._log_softmax.default", lambda a: torch.log_softmax(a, 1), lambda: (rand(3, 4, 5),)),
     ("aten.native_layer_norm.default", lambda a, w, b: F.layer_norm(a, (5,), w, b, 1e-5),

@@ -1,6 +1,7 @@
 """The torch.compile backend end to end (compiled C): registration, options, fallbacks
 reported (warning, explain, fallback='error'), dynamic sequence lengths, training graphs."""
 
+import copy
 import importlib.metadata
 import warnings
 from pathlib import Path
@@ -388,3 +389,22 @@ def test_max_min_with_indices_and_argmax_lower_with_no_fallback():
         for mine, theirs in zip(got, want, strict=True):
             assert mine.dtype == theirs.dtype and mine.shape == theirs.shape
             torch.testing.assert_close(mine, theirs, equal_nan=True, rtol=0, atol=0)
+
+
+def test_cnn_with_pools_and_leaky_relu_trains_with_eager_gradients_and_no_fallback():
+    """max pool (its indices feed the eager backward), avg pool and leaky ReLU were fallbacks."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.LeakyReLU(0.1),
+                              torch.nn.MaxPool2d(3, 2, 1), torch.nn.AvgPool2d(2), torch.nn.Flatten(),
+                              torch.nn.Linear(16, 2))
+    twin = copy.deepcopy(net)
+    x = torch.randn(2, 3, 8, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", wt.WeftFallbackWarning)
+        got = torch.compile(net, backend=wt.backend)(x)
+    got.square().sum().backward()
+    want = twin(x)
+    want.square().sum().backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    for mine, theirs in zip(net.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-5)

@@ -32,8 +32,9 @@ from collections.abc import Callable, Sequence
 import torch
 
 from weft import nn
-from weft.ir import Binary, BinaryOp, Const, DType, IndexOf, Where
+from weft.ir import AxisIndex, Binary, BinaryOp, Combiner, Const, DType, Fold, IndexOf, IndexValue, Where
 from weft.nn.elementwise import broadcast_read
+from weft.nn.pool import _windows
 from weft.nn.tensor import Tensor, axes_for, axis_index
 from weft.nn.views import read_padded
 from weft.torch.values import EMPTY, LoweringError, arange, constant, python_scalar, weft_dtype
@@ -645,6 +646,63 @@ def _convolution(out, x, weight, bias, stride, padding, dilation, transposed, ou
         result = nn.conv2d(wide, kernel, bias, (1, stride[0]), (0, padding[0]), (1, dilation[0]), groups)
         return nn.squeeze(result, -2 if batched else 1)
     raise LoweringError(f"convolution over {spatial} spatial dims (input rank {x.ndim}): Weft has conv2d only")
+
+
+def _batched(x: Tensor, what: str) -> tuple[Tensor, bool]:
+    """An NCHW input, or a CHW one as a batch of one (and whether it was)."""
+    if x.ndim == 3:
+        return nn.unsqueeze(x, 0), True
+    if x.ndim != 4:
+        raise LoweringError(f"{what} of a {x.ndim}-d input")
+    return x, False
+
+
+@lowers(aten.avg_pool2d.default)
+def _avg_pool2d(out, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+    """``weft.nn.avg_pool2d`` (ATen's empty ``stride`` is the kernel); ``ceil_mode`` and
+    ``divisor_override`` are refused."""
+    if ceil_mode or divisor_override is not None:
+        raise LoweringError(f"avg_pool2d with ceil_mode={ceil_mode}, divisor_override={divisor_override}")
+    batched, single = _batched(x, "avg_pool2d")
+    result = nn.avg_pool2d(batched, list(kernel_size), list(stride) or None, list(padding) if not isinstance(
+        padding, int) else padding, count_include_pad=count_include_pad)
+    return nn.squeeze(result, 0) if single else result
+
+
+@lowers(aten.max_pool2d_with_indices.default)
+def _max_pool2d_with_indices(out, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """``weft.nn.max_pool2d`` and, for a training graph's backward, ATen's indices: the flat
+    ``row * W + col`` in the input plane of the first window position holding the maximum (a NaN
+    is the maximum, as ATen's kernel; padding is never picked). ``ceil_mode`` is refused."""
+    if ceil_mode:
+        raise LoweringError("max_pool2d with ceil_mode=True")
+    batched, single = _batched(x, "max_pool2d")
+    stride = list(stride) or None
+    values = nn.max_pool2d(batched, list(kernel_size), stride, padding, dilation)
+    axes, fold, row, col, _, _ = _windows("max_pool2d", batched, list(kernel_size), stride, padding, dilation)
+    height, width = batched.shape[2:]
+    position = (AxisIndex("n"), AxisIndex("c"), row, col)
+    inside = Binary(BinaryOp.AND, Binary(BinaryOp.AND, Binary(BinaryOp.GE, IndexValue(row), Const(0, DType.INT64)),
+                                         Binary(BinaryOp.LT, IndexValue(row), Const(height, DType.INT64))),
+                    Binary(BinaryOp.AND, Binary(BinaryOp.GE, IndexValue(col), Const(0, DType.INT64)),
+                           Binary(BinaryOp.LT, IndexValue(col), Const(width, DType.INT64))))
+    pixel = read_padded(batched, position, float("-inf"))
+    best = values.read(tuple(AxisIndex(a.name) for a in axes))
+    hit = Binary(BinaryOp.OR, Binary(BinaryOp.EQ, pixel, best), Binary(BinaryOp.NE, pixel, pixel))
+    flat = Binary(BinaryOp.ADD, Binary(BinaryOp.MUL, IndexValue(row), Const(width, DType.INT64)), IndexValue(col))
+    body = Where(Binary(BinaryOp.AND, inside, hit), flat, Const(height * width, DType.INT64))
+    indices = batched.tracer.emit("max_pool2d_indices", axes, body, DType.INT64, Fold(fold.axes, Combiner.MIN))
+    if single:
+        values, indices = nn.squeeze(values, 0), nn.squeeze(indices, 0)
+    return values, indices
+
+
+@lowers(aten.leaky_relu.default)
+def _leaky_relu(out, x, negative_slope=0.01):
+    if not x.dtype.is_float:
+        raise LoweringError("leaky_relu of a non-float tensor")
+    return nn.where(nn.greater(x, 0.0), x, nn.mul(x, float(negative_slope)))
 
 
 # ---------------------------------------------------------------- views
