@@ -174,6 +174,20 @@ def assert_inference_close(actual, reference, context: str = "", magnitude=None)
         raise AssertionError(f"{context + ': ' if context else ''}outside the Inference tolerance:\n{problem}")
 
 
+def at_page_offset(array: np.ndarray, offset: int) -> np.ndarray:
+    """A C-contiguous copy of ``array`` whose data starts ``offset`` bytes into a 4 KiB page:
+    for timing loops whose streams must sit alike in their pages in every arm (a load is
+    checked against older stores by its low 12 bits, so where each stream starts in its
+    page changes an in-place loop's speed)."""
+    if not 0 <= offset < 4096:
+        raise ValueError(f"offset {offset} must be in 0..4095 (bytes into a 4 KiB page)")
+    raw = np.empty(array.nbytes + 4096, np.uint8)
+    start = (offset - raw.ctypes.data) % 4096
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
 def at_line_offset(array: np.ndarray, offset: int) -> np.ndarray:
     """A C-contiguous copy of ``array`` whose data starts ``offset`` bytes past a 64-byte
     line (NumPy puts large arrays 16 bytes in): for outputs that must not depend on where

@@ -10,6 +10,7 @@ from weft.ir import Axis, AxisIndex, Binary, BinaryOp, Buffer, DType, Kernel, Lo
 from weft.lower import Target, lower_plan
 from weft.runtime import plan_arena
 from weft.runtime.memory import PAGE, SKEW_MIN_BYTES, aligned_outputs, page_offset, store_page_offset
+from weft.testing import at_page_offset
 
 
 def chain_plan(length=5, n=1000):
@@ -56,15 +57,6 @@ def test_long_lived_buffer_is_not_shared():
 
 
 # ------------------------------------------------------------------ outputs beside their inputs
-
-
-def at_page_offset(values: np.ndarray, offset: int) -> np.ndarray:
-    """A copy of ``values`` whose data starts ``offset`` bytes into a page."""
-    raw = np.empty(values.nbytes + PAGE, np.uint8)
-    start = (offset - raw.ctypes.data) % PAGE
-    array = raw[start:start + values.nbytes].view(values.dtype).reshape(values.shape)
-    array[...] = values
-    return array
 
 
 def test_store_page_offset_sits_at_or_just_below_every_load_stream():

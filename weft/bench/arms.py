@@ -169,17 +169,18 @@ def _import_torch():
     return torch
 
 
-def build_adam_fused_runner(spec: ArmSpec, params: dict, arrays) -> Runner:
+def build_adam_fused_runner(spec: ArmSpec, params: dict, arrays, copy: bool = True) -> Runner:
     """``torch.optim.Adam(fused=True)`` (PyTorch's fastest Adam on CPU) on the workload's state:
-    its parameters, gradients and moments are copies of the inputs, its step counter at
-    ``step - 1``, so the first step computes the plan's outputs (kept for parity). Every timed
-    call is one more step, in place: the same work each time."""
+    its parameters, gradients and moments are copies of the inputs (``copy=False``: the
+    arrays themselves, stepped in place), its step counter at ``step - 1``, so the first step
+    computes the plan's outputs (kept for parity). Every timed call is one more step, in
+    place: the same work each time."""
     from weft.workloads.kernels import _ADAM
 
     torch = _import_torch()
     start = time.perf_counter()
     torch.set_num_threads(spec.threads)
-    tensors = [torch.from_numpy(np.array(array, np.float32, copy=True)) for array in arrays]
+    tensors = [torch.from_numpy(np.array(array, np.float32, copy=True) if copy else array) for array in arrays]
     groups = [tensors[number:number + 4] for number in range(0, len(tensors), 4)]
     weights = []
     for param, grad, _, _ in groups:
