@@ -527,7 +527,9 @@ class CompiledPlan:
             seen.add(function.name)
             tile = f" (tiles of {function.tile_loop.size} along {function.tile_loop.variable})" \
                 if function.tile_loop else ""
-            lines.append(f"  {function.name}{tile}")
+            over = [f"{output} over {name}" for output, name in self.in_place.items() if output in function.members]
+            written = f"; written in place: {', '.join(over)}" if over else ""
+            lines.append(f"  {function.name}{tile}{written}")
             for nest in function.nests:
                 text = nest.describe() if hasattr(nest, "describe") else type(nest).__name__
                 lines.append(f"    {text}")

@@ -115,6 +115,7 @@ def test_a_warm_compile_keeps_in_place_apart_from_fresh_outputs(make_config):
     assert again.from_record and again.in_place == pairs
     assert not any(function.aliased for function in fresh.lowered.functions)
     assert again.kernel_set() == over.kernel_set() != fresh.kernel_set()
+    assert f"written in place: {plan.outputs[0]} over p0" in again.describe()
     state = adam_state((4099,))
     fresh_values = fresh(*state)
     assert all(a is not b for a, b in zip(fresh_values, state, strict=False))  # fresh outputs leave the state
