@@ -8,11 +8,16 @@ result, so weft.nn never sees mixed dtypes. Anything outside what a lowering
 handles raises ``LoweringError``; the partitioner then leaves that node to eager.
 
 Semantics where weft.nn differs from ATen, handled here (or refused):
-- ``pow``: weft.nn.pow takes exponents 0..8 and 0.5; -0.5 and -1 are lowered as
-  rsqrt and reciprocal; any other exponent falls back.
+- ``pow``: ``weft.nn.pow`` (any exponent of a float tensor, a tensor exponent, a number
+  base); an integer tensor takes exponents 0..64 only, integer tensor exponents fall back.
+- ``log1p``, ``expm1`` (and ELU/SELU through it), ``round`` (ties to even), ``floor``,
+  ``ceil``, ``trunc``: bodies composed of IR ops (``weft.torch.composed``), no new unary.
+- ``sign(NaN)`` is 0 and ``sign(-0)`` is +0, as ATen's CPU kernel.
+- ``fmod`` and ``index_select`` by an integer 0 divisor / out-of-range index: ATen raises;
+  Weft's fmod gives the dividend, its gather raises InputError.
 - ``squeeze`` of a dim whose extent is not 1 is a no-op in ATen (weft.nn raises).
 - ``index.Tensor`` with a negative index wraps (ATen) before the gather.
-- ``bitwise_and`` only on bool (it is ``logical_and`` there); integer bit ops fall back.
+- ``bitwise_and``/``or``/``xor`` only on bool (logical and, or, ``!=``); integer bit ops fall back.
 - ``any`` folds ``max`` over the values cast to int32 (weft.nn refuses bool folds).
 - ``index_put`` by one 1-D integer index, no accumulate (a static KV cache's write); an
   index outside the tensor leaves it unchanged where ATen raises.
@@ -32,11 +37,24 @@ from collections.abc import Callable, Sequence
 import torch
 
 from weft import nn
-from weft.ir import AxisIndex, Binary, BinaryOp, Combiner, Const, DType, Fold, IndexOf, IndexValue, Where
-from weft.nn.elementwise import broadcast_read
+from weft.ir import (
+    AxisIndex,
+    Binary,
+    BinaryOp,
+    Combiner,
+    Const,
+    DType,
+    Fold,
+    IndexConst,
+    IndexOf,
+    IndexValue,
+    Where,
+)
+from weft.nn.elementwise import broadcast_read, elementwise
 from weft.nn.pool import _windows
 from weft.nn.tensor import Tensor, axes_for, axis_index
-from weft.nn.views import read_padded
+from weft.nn.views import read_padded, view
+from weft.torch.composed import ceil_body, expm1_body, floor_body, log1p_body, round_body, trunc_body
 from weft.torch.values import EMPTY, LoweringError, arange, constant, python_scalar, weft_dtype
 
 aten = torch.ops.aten
@@ -208,6 +226,57 @@ for _target, _function in {
     LOWERINGS[_target] = _float_unary(_function)
 
 
+def _float_body(name: str, body):
+    """A float32 result ``body(x)`` (``weft.torch.composed``) as one member; an integer or bool
+    input is read as float32 first (ATen's promotion for its float functions)."""
+    def lower(out, x):
+        if not _dtype(out).is_float:
+            raise LoweringError(f"{name} of a non-float result")
+        return elementwise(name, (_as(x, DType.FLOAT32),), body)
+
+    return lower
+
+
+LOWERINGS[aten.log1p.default] = _float_body("log1p", log1p_body)
+LOWERINGS[aten.expm1.default] = _float_body("expm1", expm1_body)
+
+
+def _rounding(name: str, body):
+    """floor/ceil/round/trunc: float32 by ``body``; an integer tensor is its own result (ATen)."""
+    def lower(out, x):
+        dtype = _dtype(out)
+        if dtype is DType.BOOL:
+            raise LoweringError(f"{name} of a bool tensor")
+        if not dtype.is_float:
+            return _as(x, dtype)
+        return elementwise(name, (_as(x, dtype),), body)
+
+    return lower
+
+
+LOWERINGS.update({
+    aten.floor.default: _rounding("floor", floor_body), aten.ceil.default: _rounding("ceil", ceil_body),
+    aten.round.default: _rounding("round", round_body), aten.trunc.default: _rounding("trunc", trunc_body),
+})
+
+
+@lowers(aten.elu.default)
+def _elu(out, x, alpha=1, scale=1, input_scale=1):
+    """``scale * x`` where ``x > 0``, else ``alpha * scale * expm1(input_scale * x)`` (ELU, SELU;
+    NaN stays NaN); one member."""
+    if not _dtype(out).is_float:
+        raise LoweringError("elu of a non-float result")
+    negative, positive, inner = float(alpha) * float(scale), float(scale), float(input_scale)
+
+    def body(v):
+        scaled = Binary(BinaryOp.MUL, v, Const(inner)) if inner != 1.0 else v
+        below = Binary(BinaryOp.MUL, expm1_body(scaled), Const(negative)) if negative != 1.0 else expm1_body(scaled)
+        above = Binary(BinaryOp.MUL, v, Const(positive)) if positive != 1.0 else v
+        return Where(Binary(BinaryOp.GT, v, Const(0.0)), above, below)
+
+    return elementwise("elu", (_as(x, DType.FLOAT32),), body)
+
+
 @lowers(aten.abs.default)
 def _abs(out, x):
     return nn.abs(x)
@@ -220,16 +289,61 @@ def _gelu(out, x, approximate="none"):
 
 @lowers(aten.pow.Tensor_Scalar)
 def _pow(out, x, exponent):
+    """``weft.nn.pow`` (``weft/nn/power.py``): any exponent of a float tensor (integers by
+    multiplication, 0.5 and -0.5 as sqrt and rsqrt, others as ``exp(y log|x|)`` with C's special
+    cases); an integer tensor takes exponents 0..64 (ATen raises on negative ones)."""
     dtype = _dtype(out)
+    if isinstance(exponent, bool) or not isinstance(exponent, int | float):
+        raise LoweringError(f"pow with exponent {exponent!r}")
     x = _as(x, dtype)
-    if exponent == -0.5 and dtype.is_float:
-        return nn.rsqrt(x)
-    if exponent == -1 and dtype.is_float:
-        return nn.div(1.0, x)
-    if isinstance(exponent, int | float) and (float(exponent).is_integer() and 0 <= exponent <= 8
-                                              or exponent == 0.5 and dtype.is_float):
-        return nn.pow(x, int(exponent) if float(exponent).is_integer() else exponent)
-    raise LoweringError(f"pow with exponent {exponent!r} (weft.nn.pow takes 0..8, 0.5, -0.5, -1)")
+    if not dtype.is_float and not (float(exponent).is_integer() and 0 <= exponent <= 64):
+        raise LoweringError(f"pow of a {dtype.value} tensor with exponent {exponent!r} (integers: 0..64)")
+    return nn.pow(x, int(exponent) if float(exponent).is_integer() and abs(exponent) <= 64 else float(exponent))
+
+
+@lowers(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def _pow_tensor(out, base, exponent):
+    """A tensor exponent, or a number base (``2 ** x``): float32 only (``weft.nn.pow``'s
+    ``exp(y log|x|)`` with C's special cases); integer results fall back."""
+    dtype = _dtype(out)
+    if not dtype.is_float:
+        raise LoweringError(f"pow with a tensor exponent on {dtype.value} (float32 only)")
+    if not isinstance(exponent, Tensor):
+        raise LoweringError("pow of two numbers")
+    return nn.pow(_as(base, dtype), _as(exponent, dtype))
+
+
+@lowers(aten.sign.default)
+def _sign(out, x):
+    """1, -1 or 0 in ``x``'s dtype; ``sign(NaN) = 0`` and ``sign(-0) = +0``, as ATen's CPU kernel;
+    a bool tensor is its own sign."""
+    dtype = _dtype(out)
+    if dtype is DType.BOOL:
+        return x
+    zero = python_scalar(0, dtype)
+    negative = nn.where(nn.less(x, zero), python_scalar(-1, dtype), constant(0, (), dtype))
+    return nn.where(nn.greater(x, zero), python_scalar(1, dtype), negative)
+
+
+@lowers(aten.isnan.default)
+def _isnan(out, x):
+    """``x != x``; an integer or bool tensor has no NaN (a constant False, no member)."""
+    if not x.dtype.is_float:
+        return constant(False, tuple(x.shape), DType.BOOL)
+    return nn.not_equal(x, x)
+
+
+@lowers(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(out, a, b):
+    """C's ``%`` / ``fmodf`` (the sign of the dividend), as ATen's. An integer divisor of 0 gives
+    the dividend where ATen raises."""
+    dtype = _dtype(out)
+    if dtype is DType.BOOL:
+        raise LoweringError("fmod of bool tensors")
+    a, b = _as(a, dtype), _as(b, dtype)
+    if not isinstance(a, Tensor):
+        a = constant(a, (), dtype)
+    return nn.fmod(a, b)
 
 
 def _compare(function):
@@ -284,6 +398,13 @@ def _bitwise_or(out, a, b):
     if _dtype(out) is not DType.BOOL:
         raise LoweringError("bitwise_or on integers")
     return nn.logical_or(a, b)
+
+
+@lowers(aten.bitwise_xor.Tensor)
+def _bitwise_xor(out, a, b):
+    if _dtype(out) is not DType.BOOL or not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise LoweringError("bitwise_xor on integers or with a number")
+    return nn.not_equal(a, b)
 
 
 @lowers(aten.bitwise_not.default)
@@ -538,9 +659,14 @@ def _native_layer_norm(out, x, normalized_shape, weight, bias, eps):
 
 @lowers(aten.addmm.default)
 def _addmm(out, bias, a, b, beta=1, alpha=1):
-    if beta != 1 or alpha != 1:
-        raise LoweringError(f"addmm with beta={beta}, alpha={alpha}")
-    return nn.add(nn.matmul(a, b), bias)
+    """``beta * bias + alpha * (a @ b)``; ``beta == 0`` ignores ``bias`` (NaN in it too), as ATen."""
+    dtype = _dtype(out)
+    product = nn.matmul(a, b)
+    if alpha != 1:
+        product = nn.mul(product, _as(alpha, dtype))
+    if beta == 0:
+        return product
+    return nn.add(product, nn.mul(bias, _as(beta, dtype)) if beta != 1 else bias)
 
 
 @lowers(aten.mm.default, aten.bmm.default, aten.matmul.default)
@@ -624,6 +750,47 @@ def _gather(out, x, dim, index, sparse_grad=False):
     position = axis_index(axes)
     source = position[:dim] + (IndexOf(index.read(position)),) + position[dim + 1:]
     return x.tracer.emit("gather", axes, x.read(source), x.dtype)
+
+
+@lowers(aten.index_select.default)
+def _index_select(out, x, dim, index):
+    """``x`` with ``dim`` replaced by ``x``'s entries at ``index`` (1-D or 0-d integers): one
+    gather member. ATen rejects negative indices here; an index outside ``x`` is Weft's gather
+    InputError (ATen raises too)."""
+    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
+        raise LoweringError("index_select by a non-integer or multi-dimensional index")
+    if x.ndim == 0:
+        raise LoweringError("index_select of a 0-d tensor")
+    dim %= x.ndim
+    axes = axes_for(tuple(out.shape))
+    position = axis_index(axes)
+    picked = index.read((position[dim],) if index.ndim else ())
+    source = position[:dim] + (IndexOf(picked),) + position[dim + 1:]
+    return x.tracer.emit("index_select", axes, x.read(source), x.dtype)
+
+
+@lowers(aten.flip.default)
+def _flip(out, x, dims):
+    """An index map (``n - 1 - i`` along each flipped dim), no member of its own."""
+    for dim in {d % max(x.ndim, 1) for d in dims} if x.ndim else ():
+        x = nn.slice_axis(x, dim, None, None, -1)
+    return x
+
+
+@lowers(aten.repeat.default)
+def _repeat(out, x, repeats):
+    """``x`` tiled: leading dims of 1 first (ATen), then ``out[i] = x[i mod n]`` per dim, an index
+    map with no member of its own."""
+    repeats = [int(r) for r in repeats]
+    if len(repeats) < x.ndim:
+        raise LoweringError(f"repeat with {len(repeats)} counts for a {x.ndim}-d tensor")
+    lead = len(repeats) - x.ndim
+
+    def index_map(index):
+        own = zip(index[lead:], x.shape, repeats[lead:], strict=True)
+        return tuple(IndexConst(0) if n == 1 else i % n if r != 1 else i for i, n, r in own)
+
+    return view(x, tuple(out.shape), index_map)
 
 
 @lowers(aten.convolution.default)
