@@ -452,3 +452,19 @@ def test_log1p_expm1_gathers_rounding_and_pow_lower_with_no_fallback_under_both_
                 assert_inference_close(mine.numpy(), theirs.numpy(), context=contract)
         if contract == "strict":
             assert_strict_equal(tuple(g.numpy() for g in got), oracle)
+
+
+def test_index_map_and_constant_results_are_plan_outputs_under_both_contracts():
+    """``flip`` and ``repeat`` are index maps and ``isnan`` of an integer tensor a constant (no
+    member of their own); as a partition's outputs they still come back, exact, with ATen's dtypes."""
+    def heads(a, i):
+        return torch.isnan(i), torch.flip(a, (1,)), a.repeat(2, 1), torch.sign(i), torch.floor(i)
+
+    a, i = torch.randn(3, 4), torch.randint(-5, 5, (3, 4))
+    want = heads(a, i)
+    for contract in ("inference", "strict"):
+        dynamo.reset()
+        with torch.no_grad():
+            got = torch.compile(heads, backend=wt.backend, options={"contract": contract, "fallback": "error"})(a, i)
+        for mine, theirs in zip(got, want, strict=True):
+            assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
