@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from weft.errors import CompileError
+from weft.runtime.memory import PAGE, SKEW_MIN_BYTES
 
 _POINTERS = ctypes.POINTER(ctypes.c_void_p)
 # The process whose compiled plans first ran OpenMP threads (process state, like libgomp's own).
@@ -71,8 +72,11 @@ class NativeRunner:
         set_sgemm = self.library.wf_set_sgemm
         set_sgemm.argtypes = [ctypes.c_void_p]
         set_sgemm(sgemm)
-        storage = np.empty(arena_bytes + 64, dtype=np.uint8)
-        offset = (-storage.ctypes.data) % 64
+        # a large arena starts on a page: its intermediates then sit at the page offsets the
+        # plan laid out (weft.runtime.memory), not 48 bytes above NumPy's +16 for every input
+        align = PAGE if arena_bytes >= SKEW_MIN_BYTES else 64
+        storage = np.empty(arena_bytes + align, dtype=np.uint8)
+        offset = (-storage.ctypes.data) % align
         self._arena_storage = storage
         self.arena = storage[offset:offset + arena_bytes]
         self.arena_address = storage.ctypes.data + offset

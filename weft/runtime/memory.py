@@ -75,6 +75,9 @@ def plan_arena(plan: Plan, lowered: LoweredPlan) -> ArenaPlan:
     for name in order:
         first, last = spans[name]
         size = _align(max(buffers[name].nbytes, 1))
+        # a large intermediate starts on a page (the arena does): every large stream of a
+        # function then has one page offset, so none 4K-aliases another (store_page_offset)
+        step = PAGE if size >= SKEW_MIN_BYTES else ALIGNMENT
         busy = sorted(
             (p.offset, p.offset + _align(p.nbytes)) for p in placed if not (p.last < first or last < p.first)
         )
@@ -82,7 +85,7 @@ def plan_arena(plan: Plan, lowered: LoweredPlan) -> ArenaPlan:
         for start, stop in busy:
             if offset + size <= start:
                 break
-            offset = max(offset, stop)
+            offset = -(-max(offset, stop) // step) * step
         placed.append(Placement(name, offset, buffers[name].nbytes, first, last))
     total = max((p.offset + _align(p.nbytes) for p in placed), default=0)
     # weights packed at bind (weft.lower.contraction_prepack): written once, read by every call
