@@ -170,6 +170,30 @@ CASES = [
      lambda: (rand(2, 4, 3, 5), rand(4), rand(4))),
     ("aten.native_group_norm.default", lambda a: torch.ops.aten.native_group_norm(a, None, None, 2, 6, 7, 3, 1e-5),
      lambda: (rand(2, 6, 7),)),  # mean and rstd outputs too
+    # batch norm in train(): output, save_mean, save_rstd, new running_mean, new running_var
+    ("aten._native_batch_norm_legit_functional.default",
+     lambda a, w, b, m, v: torch.ops.aten._native_batch_norm_legit_functional(a, w, b, m, v, True, 0.1, 1e-5),
+     lambda: (rand(4, 3, 5, 6) * 2 + 1, rand(3), rand(3), rand(3), rand(3).abs() + 0.5)),
+    ("aten._native_batch_norm_legit_functional.default",  # BatchNorm1d of (N, C), no affine, momentum 0.3
+     lambda a, m, v: torch.ops.aten._native_batch_norm_legit_functional(a, None, None, m, v, True, 0.3, 1e-3),
+     lambda: (rand(7, 5) - 2, rand(5), rand(5).abs() + 0.5)),
+    ("aten._native_batch_norm_legit_functional.default",  # (N, C, L) and momentum 1 / num_batches_tracked
+     lambda a, w, m, v: torch.ops.aten._native_batch_norm_legit_functional(a, w, None, m, v, True, 1 / 3, 1e-5),
+     lambda: (rand(2, 4, 9), rand(4), rand(4), rand(4).abs() + 0.5)),
+    ("aten._native_batch_norm_legit.no_stats",  # track_running_stats=False: (output, save_mean, save_rstd)
+     lambda a, w, b: torch.ops.aten._native_batch_norm_legit(a, w, b, True, 0.1, 1e-5),
+     lambda: (rand(3, 4, 2, 5), rand(4), rand(4))),
+    # (InstanceNorm reaches no_stats only through aot_autograd's functional graph: tests/torch/test_backend.py)
+    ("aten.copy.default", lambda a, b: torch.ops.aten.copy(a, b) * 2, lambda: (rand(3, 4), rand(4))),
+    ("aten.copy.default", lambda a, b: torch.ops.aten.copy(a, b), lambda: (ints(9, 3, 4), rand(3, 4) * 5)),
+    ("aten.cumsum.default", lambda a: torch.cumsum(a, 1) + torch.cumsum(a, -1).sum(), lambda: (rand(3, 7, 5),)),
+    ("aten.cumsum.default", lambda a: torch.cumsum(a, 0), lambda: (rand(1024, 2),)),  # the longest axis taken
+    ("aten.cumsum.default", lambda a: torch.cumsum(a, 1),  # inf and NaN do not leak to earlier positions
+     lambda: (torch.tensor([[1.0, INF, 2.0, -INF, 3.0], [-0.0, -0.0, NAN, 1.0, 2.0]]),)),
+    ("aten.cumsum.default", lambda a: torch.cumsum(a, 1), lambda: (ints(9, 3, 6),)),  # int64
+    ("aten.cumsum.default", lambda a: torch.cumsum(a > 0, 0), lambda: (rand(6, 3),)),  # bool counts in int64
+    ("aten.cumsum.default", lambda a: torch.cumsum(a.int(), 0, dtype=torch.float32), lambda: (ints(9, 6),)),
+    ("aten.cumsum.default", lambda a: torch.cumsum(a, 0) * 2, lambda: (torch.tensor(3.5),)),  # 0-d
     ("aten.var_mean.correction", lambda a: torch.var_mean(a, dim=1) + torch.var_mean(a, dim=(0, 2), keepdim=True,
                                                                                       correction=0),
      lambda: (rand(3, 4, 5),)),
@@ -291,6 +315,10 @@ def test_rounding_is_exact_with_atens_signed_zeros(name):
     (lambda a, b: torch.pow(a, b), lambda: (ints(9, 3, 4), ints(3, 3, 4)), "aten.pow.Tensor_Tensor", "float32 only"),
     (lambda a: a ** 65, lambda: (ints(2, 3, 4),), "aten.pow.Tensor_Scalar", "integers: 0..64"),
     (lambda a: torch.round(a, decimals=2), lambda: (rand(3, 4),), "aten.round.decimals", "no lowering"),
+    (lambda a: torch.cumsum(a, 1), lambda: (rand(2, 1025),), "aten.cumsum.default", "1025 > 1024 positions"),
+    (lambda a, w, b, m, v: torch.ops.aten._native_batch_norm_legit_functional(a, w, b, m, v, False, 0.1, 1e-5),
+     lambda: (rand(2, 3, 4), rand(3), rand(3), rand(3), rand(3).abs() + 0.5),
+     "aten._native_batch_norm_legit_functional.default", "training=False"),
 ])
 def test_unsupported_variants_stay_reported_fallbacks(fn, make, op, reason):
     """Variants these lowerings refuse: the partitioner leaves them to eager with the reason."""

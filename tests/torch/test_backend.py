@@ -468,3 +468,152 @@ def test_index_map_and_constant_results_are_plan_outputs_under_both_contracts():
             got = torch.compile(heads, backend=wt.backend, options={"contract": contract, "fallback": "error"})(a, i)
         for mine, theirs in zip(got, want, strict=True):
             assert mine.dtype == theirs.dtype and torch.equal(mine, theirs)
+
+
+class TrainNet(torch.nn.Module):
+    """conv + BatchNorm2d + ReLU, then BatchNorm1d on the pooled features: batch norm in train()."""
+
+    def __init__(self, momentum=0.1, affine=True, track=True):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(6, momentum=momentum, affine=affine, track_running_stats=track)
+        self.head = torch.nn.Linear(6, 4, bias=False)  # (a bias before a batch norm has no gradient but noise)
+        self.bn1 = torch.nn.BatchNorm1d(4, momentum=momentum, affine=affine, track_running_stats=track)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        return self.bn1(self.head(h.mean(dim=(2, 3))))
+
+
+def _train_steps_match_eager(model, make_input, contract, steps=2, no_grad=False, lowered=()):
+    """Run ``steps`` compiled steps (fallbacks as errors) beside an eager copy: the outputs, the
+    parameters' and the input's gradients, and every buffer (running statistics, num_batches_tracked)
+    after each step; each op in ``lowered`` is in a Weft partition."""
+    eager = copy.deepcopy(model)
+    compiled = torch.compile(model, backend=wt.backend, options={"fallback": "error", "contract": contract})
+    with Recorder() as reports:
+        _steps(model, eager, compiled, make_input, steps, no_grad)
+    ops = {op for report in reports for partition in report.partitions for op in partition.ops}
+    assert set(lowered) <= ops, sorted(ops)
+
+
+def _steps(model, eager, compiled, make_input, steps, no_grad):
+    for step in range(steps):
+        x = make_input(step)
+        mine, theirs = x.clone().requires_grad_(not no_grad), x.clone().requires_grad_(not no_grad)
+        model.zero_grad()
+        eager.zero_grad()
+        if no_grad:
+            with torch.no_grad():
+                got, want = compiled(mine), eager(theirs)
+        else:
+            got, want = compiled(mine), eager(theirs)
+            probe = torch.randn(got.shape, generator=torch.Generator().manual_seed(step))  # a loss no norm makes constant
+            ((got + got.square()) * probe).sum().backward()
+            ((want + want.square()) * probe).sum().backward()
+            torch.testing.assert_close(mine.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+            for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=f"{name} grad, step {step}")
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        for (name, b), r in zip(model.named_buffers(), eager.buffers(), strict=True):
+            torch.testing.assert_close(b, r, rtol=1e-5, atol=1e-6, msg=f"buffer {name}, step {step}")
+
+
+@pytest.mark.parametrize("contract", ["inference", "strict"])
+def test_batch_norm_in_train_mode_lowers_with_eager_gradients_and_running_statistics(contract):
+    """``_native_batch_norm_legit_functional``: the batch's statistics (biased variance), the
+    saved mean and rstd the eager backward reads, and the running statistics aot_autograd copies
+    back into the buffers (unbiased variance, momentum 0.1), two steps."""
+    torch.manual_seed(0)
+    model = TrainNet().train()
+    _train_steps_match_eager(model, lambda step: torch.randn(5, 3, 6, 7) * (step + 1) + step, contract,
+                             lowered=["aten._native_batch_norm_legit_functional.default"])
+    assert int(model.bn.num_batches_tracked) == 2
+
+
+@pytest.mark.parametrize("options", [{"momentum": 0.3, "affine": False}, {"track": False}])
+def test_batch_norm_train_variants_lower(options):
+    """No affine with another momentum; ``track_running_stats=False`` (``_native_batch_norm_legit.no_stats``,
+    the batch's statistics in train() and eval() alike)."""
+    torch.manual_seed(1)
+    model = TrainNet(**options).train()
+    lowered = ["aten._native_batch_norm_legit_functional.default" if options.get("track", True) else "aten._native_batch_norm_legit.no_stats"]
+    _train_steps_match_eager(model, lambda step: torch.randn(3, 3, 4, 5) + step, "inference", lowered=lowered)
+    if not options.get("track", True):
+        dynamo.reset()
+        _train_steps_match_eager(model.eval(), lambda step: torch.randn(3, 3, 4, 5) - step, "inference", steps=1)
+
+
+def test_batch_norm_train_under_no_grad_still_updates_the_running_statistics():
+    torch.manual_seed(2)
+    model = TrainNet().train()
+    _train_steps_match_eager(model, lambda step: torch.randn(4, 3, 5, 5) * 2, "strict", no_grad=True,
+                             lowered=["aten._native_batch_norm_legit_functional.default"])
+
+
+def test_batch_norm_with_cumulative_momentum_matches_eager():
+    """``momentum=None`` (a cumulative average over num_batches_tracked): nn.BatchNorm reads
+    ``float(num_batches_tracked)``, a graph break, so dynamo runs the norm itself in eager (no
+    graph reaches the backend for it); the compiled model still matches eager, conv through Weft."""
+    torch.manual_seed(3)
+    model = TrainNet(momentum=None).train()
+    _train_steps_match_eager(model, lambda step: torch.randn(4, 3, 5, 5) + step, "inference", steps=3,
+                             lowered=["aten.convolution.default"])
+
+
+def test_batch_norm_in_train_mode_with_one_value_per_channel_raises_as_eager():
+    """PyTorch raises for a single value per channel in training; so does the compiled model
+    (dynamo runs the same check while tracing): no graph, no answer."""
+    model = torch.nn.BatchNorm1d(4).train()
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        model(torch.randn(1, 4))
+    with pytest.raises(Exception, match="more than 1 value per channel"):
+        torch.compile(copy.deepcopy(model), backend=wt.backend, options={"fallback": "error"})(torch.randn(1, 4))
+
+
+@pytest.mark.parametrize("contract", ["inference", "strict"])
+@pytest.mark.parametrize("options", [{}, {"affine": True}, {"affine": True, "track_running_stats": True}])
+def test_instance_norm_lowers_with_eager_gradients(contract, options):
+    """InstanceNorm2d (and 1d): ATen's core decomposition views (N, C, H, W) as (1, N*C, H, W)
+    through ``_native_batch_norm_legit.no_stats`` (or the functional op with running statistics,
+    averaged over the batch and written back by ``copy``)."""
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.InstanceNorm2d(3, **options), torch.nn.ReLU())
+    lowered = ["aten._native_batch_norm_legit_functional.default", "aten.copy.default"] if options.get("track_running_stats") else ["aten._native_batch_norm_legit.no_stats"]
+    _train_steps_match_eager(model, lambda step: torch.randn(2, 2, 6, 5) * 2 + step, contract, lowered=lowered)
+    if options.get("track_running_stats"):  # eval() normalises by the running statistics
+        dynamo.reset()
+        _train_steps_match_eager(model.eval(), lambda step: torch.randn(2, 2, 6, 5), contract, steps=1)
+    dynamo.reset()
+    one_d = torch.nn.Sequential(torch.nn.Conv1d(2, 3, 3), torch.nn.InstanceNorm1d(3, **options))
+    _train_steps_match_eager(one_d, lambda step: torch.randn(2, 2, 9) - step, contract, lowered=lowered)
+
+
+class CumsumNet(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.cumsum(self.proj(x), self.dim).tanh()
+
+
+@pytest.mark.parametrize("contract", ["inference", "strict"])
+def test_cumsum_lowers_with_eager_gradients(contract):
+    torch.manual_seed(5)
+    _train_steps_match_eager(CumsumNet(1), lambda step: torch.randn(2, 9, 8), contract, steps=1,
+                             lowered=["aten.cumsum.default"])
+    dynamo.reset()
+    _train_steps_match_eager(CumsumNet(-1), lambda step: torch.randn(3, 8), contract, steps=1)
+
+
+def test_long_cumsum_is_a_reported_fallback_with_the_right_answer():
+    """Past 1024 positions the O(n^2) masked sum is refused (Weft's IR has no scan): eager runs it."""
+    torch.manual_seed(6)
+    model = CumsumNet(1).eval()
+    x = torch.randn(1, 1100, 8)
+    with pytest.warns(wt.WeftFallbackWarning, match=r"aten\.cumsum\.default x1 \(cumsum along an axis of 1100"), \
+            torch.no_grad():
+        got = torch.compile(model, backend=wt.backend)(x)
+    assert_inference_close(got.numpy(), reference(model, x)[0], context="long cumsum")

@@ -23,6 +23,10 @@ Semantics where weft.nn differs from ATen, handled here (or refused):
   index outside the tensor leaves it unchanged where ATen raises.
 - ``convolution``: 2-D (batched or not, any ``groups``) and 1-D (as 2-D of height 1);
   transposed and 3-D convolution fall back.
+- batch norm in ``train()`` (``_native_batch_norm_legit_functional``, ``.no_stats``; instance
+  norm through them): the running statistics come back as outputs (aot_autograd copies them
+  into the buffers); one value per channel and ``training=False`` are refused.
+- ``cumsum``: no scan in the IR, an O(n^2) masked sum, up to ``CUMSUM_LIMIT`` (1024) positions.
 - ``cos``/``sin`` are Weft's own (NaN for |x| > 2^22, where ATen reduces any argument).
 - any op not in ``LOWERINGS`` falls back.
 - zero-size tensors, float16/bfloat16/float64 and complex fall back (the partitioner checks).
@@ -38,6 +42,7 @@ import torch
 
 from weft import nn
 from weft.ir import (
+    Axis,
     AxisIndex,
     Binary,
     BinaryOp,
@@ -613,17 +618,121 @@ def _batch_norm_eval(out, x, weight, bias, running_mean, running_var, momentum, 
     return _channel_affine(result, weight, bias), EMPTY, EMPTY
 
 
+def _statistics(x: Tensor, axes: tuple[int, ...], eps: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(mean, centred ``x``, biased variance, rstd) over ``axes``, the statistics kept as dims of
+    1: two passes (the mean, then the mean of the centred squares), as every norm here takes them."""
+    mean = nn.mean(x, axes, keepdims=True)
+    centered = nn.sub(x, mean)
+    var = nn.mean(nn.mul(centered, centered), axes, keepdims=True)
+    return mean, centered, var, nn.rsqrt(nn.add(var, float(eps)))
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LoweringError(f"batch norm with a non-number {what} {value!r}")
+    return float(value)
+
+
+def _batch_norm_train(x: Tensor, weight, bias, eps) -> tuple[Tensor, Tensor, Tensor, Tensor, int]:
+    """BatchNorm with the batch's statistics: per channel (axis 1) over the batch and every other
+    axis, ``(x - mean_c) * rstd_c`` (the biased variance), then ``weight_c`` and ``bias_c``.
+    Returns (output, save_mean, save_rstd of shape (C,), the biased variance (C,), the count)."""
+    if x.ndim < 2:
+        raise LoweringError(f"batch norm of a {x.ndim}-d input")
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean, centered, var, rstd = _statistics(x, axes, _number(eps, "eps"))
+    channels = (x.shape[1],)
+    result = _channel_affine(nn.mul(centered, rstd), weight, bias)
+    count = math.prod(x.shape) // x.shape[1]
+    return result, nn.reshape(mean, channels), nn.reshape(rstd, channels), nn.reshape(var, channels), count
+
+
+@lowers(aten._native_batch_norm_legit_functional.default)
+def _batch_norm_functional(out, x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """BatchNorm in train() as aot_autograd's functional graph has it: (output, save_mean,
+    save_rstd, new running_mean, new running_var); aot_autograd copies the last two into the
+    module's buffers. ``new_mean = m * mean + (1 - m) * running_mean`` and ``new_var = m *
+    var * n / (n - 1) + (1 - m) * running_var``: the unbiased variance for the running statistic,
+    the biased one for the normalisation, as ATen's CPU kernel (``n`` values per channel). A
+    single value per channel is refused: ``nn.BatchNorm`` raises there, and the op itself fails
+    its fake-tensor pass (its decomposition divides by ``n - 1``) before a lowering could see
+    it. ``momentum=None`` (a
+    cumulative average) arrives as the number ``1 / num_batches_tracked``. ``training=False``
+    is refused (eval() graphs have ``_native_batch_norm_legit_no_training``)."""
+    if training is not True:
+        raise LoweringError("_native_batch_norm_legit_functional with training=False")
+    if not isinstance(running_mean, Tensor) or not isinstance(running_var, Tensor):
+        raise LoweringError("batch norm with running statistics that are not tensors")
+    momentum = _number(momentum, "momentum")
+    result, mean, rstd, var, count = _batch_norm_train(x, weight, bias, eps)
+    if count < 2:
+        raise LoweringError("batch norm in training with one value per channel (no unbiased variance)")
+    correction = count / (count - 1)
+    keep = 1.0 - momentum
+    new_mean = nn.add(nn.mul(mean, momentum), nn.mul(_as(running_mean, mean.dtype), keep))
+    new_var = nn.add(nn.mul(nn.mul(var, correction), momentum), nn.mul(_as(running_var, var.dtype), keep))
+    return (result, mean, rstd, _as(new_mean, running_mean.dtype), _as(new_var, running_var.dtype))
+
+
+@lowers(aten._native_batch_norm_legit.no_stats)
+def _batch_norm_no_stats(out, x, weight, bias, training, momentum, eps):
+    """BatchNorm with the batch's statistics and no running ones (``track_running_stats=False``)
+    and InstanceNorm (the core decomposition views (N, C, ...) as (1, N * C, ...), the affine
+    weight repeated): (output, save_mean, save_rstd)."""
+    if training is not True:
+        raise LoweringError("_native_batch_norm_legit.no_stats with training=False (no statistics to use)")
+    result, mean, rstd, _, _ = _batch_norm_train(x, weight, bias, eps)
+    return result, mean, rstd
+
+
+@lowers(aten.copy.default)
+def _copy(out, target, source, non_blocking=False):
+    """``target``'s shape and dtype filled with ``source`` (broadcast, cast): a functionalized
+    ``copy_`` (InstanceNorm's running statistics)."""
+    if not isinstance(source, Tensor):
+        raise LoweringError("copy from a non-tensor")
+    return nn.broadcast_to(_as(source, _dtype(out)), tuple(out.shape))
+
+
 @lowers(aten.native_group_norm.default)
 def _group_norm(out, x, weight, bias, n, channels, spatial, groups, eps):
     """GroupNorm: each sample's channels in ``groups`` groups normalised over the group's
     channels and positions (biased variance), then ``weight_c`` and ``bias_c``; with ATen's
     mean and rstd per (sample, group)."""
     grouped = nn.reshape(x, (n, groups, (channels // groups) * spatial))
-    mean = nn.mean(grouped, (2,), keepdims=True)
-    centered = nn.sub(grouped, mean)
-    rstd = nn.rsqrt(nn.add(nn.mean(nn.mul(centered, centered), (2,), keepdims=True), float(eps)))
+    mean, centered, _, rstd = _statistics(grouped, (2,), float(eps))
     result = _channel_affine(nn.reshape(nn.mul(centered, rstd), tuple(x.shape)), weight, bias)
     return result, nn.reshape(mean, (n, groups)), nn.reshape(rstd, (n, groups))
+
+
+CUMSUM_LIMIT = 1024  # the longest axis cumsum's O(n^2) masked sum takes
+
+
+@lowers(aten.cumsum.default)
+def _cumsum(out, x, dim, dtype=None):
+    """``out[..., i, ...] = sum_{j <= i} x[..., j, ...]``: Weft's IR has no scan, so one member
+    folds ``where(j <= i, x[..., j, ...], 0)`` over all ``j`` (a select, so an inf or NaN past
+    ``i`` does not leak), O(n^2) along the axis: taken up to ``CUMSUM_LIMIT`` positions, longer
+    axes fall back. Integer and bool inputs sum in int64 (ATen's promotion), or in ``dtype``."""
+    result_dtype = _dtype(out)
+    if result_dtype is DType.BOOL:
+        raise LoweringError("cumsum into bool")
+    x = _as(x, result_dtype)
+    if x.ndim == 0:
+        return x
+    dim %= x.ndim
+    extent = x.shape[dim]
+    if extent > CUMSUM_LIMIT:
+        raise LoweringError(f"cumsum along an axis of {extent} > {CUMSUM_LIMIT} positions (Weft's IR has no scan: "
+                            "the masked sum is O(n^2))")
+    axes = axes_for(tuple(x.shape))
+    position = axis_index(axes)
+    inner = Axis("cumsum_j", extent)
+    j = AxisIndex(inner.name)
+    term = x.read(position[:dim] + (j,) + position[dim + 1:])
+    kept = Binary(BinaryOp.LE, IndexValue(j), IndexValue(position[dim]))
+    body = Where(kept, term, Const(0.0 if result_dtype.is_float else 0, result_dtype))
+    return x.tracer.emit("cumsum", axes, body, result_dtype, Fold((inner,), Combiner.SUM))
 
 
 @lowers(aten.var_mean.correction, aten.var.correction)
