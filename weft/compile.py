@@ -323,7 +323,9 @@ class CompiledPlan:
 
     def _inputs(self, arrays, named=None) -> list[np.ndarray]:
         ordered = arrange_inputs(self.plan.name, self.plan.inputs, arrays, named or {}, self.params)
-        inputs = [np.ascontiguousarray(array) for array in check_inputs(self.plan, ordered)]
+        # a C-contiguous array as it is (ascontiguousarray would make a 0-d one a new 1-d array)
+        inputs = [array if array.flags.c_contiguous else np.ascontiguousarray(array)
+                  for array in check_inputs(self.plan, ordered)]
         self._check_updated(ordered, inputs)
         return inputs
 

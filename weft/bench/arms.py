@@ -131,9 +131,11 @@ def as_tuple(outputs) -> tuple[np.ndarray, ...]:
     return (np.asarray(outputs),)
 
 
-def compile_plan(plan, spec: ArmSpec):
+def compile_plan(plan, spec: ArmSpec, in_place: dict[str, str] | None = None):
     """weft.compile for a Weft arm; a fusion policy that cannot compile is a BenchError."""
     options = {"contract": spec.contract, "threads": spec.threads}
+    if in_place:
+        options["in_place"] = in_place
     if spec.fusion is not None:
         options["fusion"] = spec.fusion
     try:
@@ -144,11 +146,18 @@ def compile_plan(plan, spec: ArmSpec):
         raise
 
 
-def build_weft_runner(spec: ArmSpec, plan, arrays) -> Runner:
-    """A Weft arm: ``plan`` compiled for ``spec``, its inputs bound once (``prepare``)."""
+def build_weft_runner(spec: ArmSpec, plan, arrays, in_place: dict[str, str] | None = None) -> Runner:
+    """A Weft arm: ``plan`` compiled for ``spec``, its inputs bound once (``prepare``).
+    ``in_place`` (output -> input): those outputs are written over the inputs, on this arm's
+    own copy of them, so each timed call is one more step on its state (as
+    ``torch.optim.Adam`` steps); the first step's outputs are kept for parity."""
     start = time.perf_counter()
-    compiled = compile_plan(plan, spec)
-    outputs = as_tuple(compiled(*arrays))
+    compiled = compile_plan(plan, spec, in_place)
+    if in_place:
+        arrays = [np.array(array, copy=True) for array in arrays]
+        outputs = tuple(np.array(output, copy=True) for output in as_tuple(compiled(*arrays)))
+    else:
+        outputs = as_tuple(compiled(*arrays))
     step = compiled.prepare(*arrays)
     if spec.kind == "test":
         def call(step=step):
@@ -248,7 +257,10 @@ def build_peer_runner(spec: ArmSpec, workload, params: dict, arrays) -> Runner:
 def build_runner(spec: ArmSpec, workload, params: dict, plan, arrays) -> Runner:
     if spec.kind == "peer":
         return build_peer_runner(spec, workload, params, arrays)
-    return build_weft_runner(spec, plan, arrays)
+    pairs = workload.in_place(**params) if hasattr(workload, "in_place") else {}
+    # a stage (a cut of the plan) keeps only the pairs whose output and input it still has
+    pairs = {output: source for output, source in pairs.items() if output in plan.outputs and source in plan.inputs}
+    return build_weft_runner(spec, plan, arrays, pairs)
 
 
 def control_runner(twin: Runner, spec: ArmSpec, plan, arrays) -> Runner:

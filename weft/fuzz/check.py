@@ -41,6 +41,29 @@ class Settings:
     contract: str = "strict"
     fusion: str = "off"
     threads: int = 1
+    in_place: bool = False  # also write each output over an input where Weft proves it legal
+
+
+def in_place_pairs(plan, lowered) -> dict[str, str]:
+    """Output -> input pairs ``weft.lower.in_place`` accepts on ``lowered``: for each output,
+    the first unused input of its shape and dtype that it may be written over."""
+    from weft.errors import InputError
+    from weft.lower.in_place import check_in_place
+
+    buffers = plan.buffer_map()
+    pairs: dict[str, str] = {}
+    for output in dict.fromkeys(plan.outputs):
+        for name in plan.inputs:
+            same = (buffers[name].shape, buffers[name].dtype) == (buffers[output].shape, buffers[output].dtype)
+            if not same or name in pairs.values() or name in plan.outputs:
+                continue
+            try:
+                check_in_place(plan, lowered, {output: name})
+            except InputError:
+                continue
+            pairs[output] = name
+            break
+    return pairs
 
 
 def _failure(stage: str, error: BaseException) -> Outcome:
@@ -125,8 +148,16 @@ def check_batch(programs: list[Program], settings: Settings) -> list[Outcome]:
         arrays = [a for p in programs for a in input_arrays(p)]
         stage = "compile"
         compiled = compile_plan(plan, contract=settings.contract, fusion=settings.fusion, threads=settings.threads)
+        pairs = in_place_pairs(plan, compiled.lowered) if settings.in_place else {}
+        if pairs:  # the same plan again, its outputs written over the inputs: run on copies
+            compiled = compile_plan(plan, contract=settings.contract, fusion=settings.fusion,
+                                    threads=settings.threads, in_place=pairs)
         stage = "run"
-        got = compiled(*arrays)
+        state = [np.array(array, order="C", copy=True) for array in arrays] if pairs else arrays
+        got = compiled(*state)
+        for output, source in pairs.items():
+            if _as_tuple(got)[list(plan.outputs).index(output)] is not state[plan.inputs.index(source)]:
+                raise AssertionError(f"output {output} was not written over input {source}")
         stage = "compare"
         results = verdicts(plan, arrays, got, settings.contract)
     except Exception as error:  # noqa: BLE001 - every failure is a finding, classified

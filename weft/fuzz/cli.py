@@ -212,6 +212,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start", type=int, default=0, help="index of the first program (to re-run one)")
     parser.add_argument("--threads", type=int, default=1, help="OpenMP threads of each compiled plan")
     parser.add_argument("--batch", type=int, default=10, help="programs per compile (default 10)")
+    parser.add_argument("--in-place", action="store_true",
+                        help="also write each output over an input of its shape where Weft proves it legal"
+                             " (weft.compile(in_place=...)), run on copies, against the oracle on the originals")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--avoid-known-bugs", nargs="?", const="all", default="",
                         help="steer around issue 8's open defects: 'all' or a comma list of "
@@ -236,7 +239,7 @@ def known_bugs(spec: str) -> frozenset[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    settings = Settings(args.contract, args.fusion, args.threads)
+    settings = Settings(args.contract, args.fusion, args.threads, args.in_place)
     result = run_fuzz(args.programs, settings, args.seed, args.start, args.batch, args.jobs,
                       known_bugs(args.avoid_known_bugs), args.shrink_limit, args.shrink_seconds,
                       log=lambda text: print(text, flush=True))

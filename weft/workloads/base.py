@@ -35,6 +35,9 @@ class Workload:
     # how a fresh process loads this workload again (``/abs/model.py:build`` for a
     # program; None: by ``name`` for a built-in, not at all for an in-memory program)
     source: str | None = None
+    # output -> input pairs a Weft arm writes in place (``weft.compile(in_place=...)``) for
+    # these params, or {} (a state-updating workload's ``in_place`` parameter asks for them)
+    make_in_place: Callable[..., dict[str, str]] | None = field(default=None, repr=False)
 
     def resolve(self, **params: object) -> dict[str, object]:
         """Defaults overridden by ``params``; strings are parsed to the default's type.
@@ -58,6 +61,13 @@ class Workload:
     def inputs(self, seed: int = 0, **params: object) -> tuple[np.ndarray, ...]:
         """Random inputs in the plan's input order (float32 unless an index)."""
         return self.make_inputs(np.random.default_rng(seed), **self.resolve(**params))
+
+    def in_place(self, **params: object) -> dict[str, str]:
+        """The (output -> input) pairs Weft arms write over their inputs for ``params``: {}
+        unless the workload defines them and its parameters ask for them."""
+        if self.make_in_place is None:
+            return {}
+        return self.make_in_place(**self.resolve(**params))
 
     def torch_fn(self, **params: object) -> Callable | None:
         """A callable over torch tensors made from ``inputs()`` (same order) returning

@@ -122,7 +122,7 @@ def _adam_sizes(params: int, tensors: int) -> list[int]:
     return [base + (1 if n < extra else 0) for n in range(tensors)]
 
 
-def _adam_plan(params: int, tensors: int, step: int) -> Plan:
+def _adam_plan(params: int, tensors: int, step: int, in_place: bool = False) -> Plan:
     names, specs = [], []
     for n, size in enumerate(_adam_sizes(params, tensors)):
         names += [f"param{n}", f"grad{n}", f"m{n}", f"v{n}"]
@@ -138,7 +138,7 @@ def _adam_plan(params: int, tensors: int, step: int) -> Plan:
     return trace_named(adam, names, specs, "adam")
 
 
-def _adam_inputs(rng, params, tensors, step):
+def _adam_inputs(rng, params, tensors, step, in_place=False):
     arrays = []
     for size in _adam_sizes(params, tensors):
         arrays += [normal(rng, (size,), 0.02), normal(rng, (size,), 1e-3), normal(rng, (size,), 1e-4)]
@@ -149,7 +149,7 @@ def _adam_inputs(rng, params, tensors, step):
     return tuple(arrays)
 
 
-def _adam_torch(params, tensors, step):
+def _adam_torch(params, tensors, step, in_place=False):
     """torch.optim.Adam's foreach formula, out of place (the plan also writes new buffers)."""
     torch = lazy_torch()
     lr, beta1, beta2, eps = _ADAM["lr"], _ADAM["beta1"], _ADAM["beta2"], _ADAM["eps"]
@@ -169,6 +169,17 @@ def _adam_torch(params, tensors, step):
     return adam
 
 
+def _adam_in_place(params, tensors, step, in_place=False) -> dict[str, str]:
+    """``in_place=1``: each step's new param, m and v written over the old ones (as
+    ``torch.optim.Adam`` steps); every Weft arm then steps its own copy of the state."""
+    if not in_place:
+        return {}
+    pairs = {}
+    for n in range(tensors):
+        pairs.update({f"t{n}_adam_param": f"param{n}", f"t{n}_adam_m": f"m{n}", f"t{n}_adam_v": f"v{n}"})
+    return pairs
+
+
 def _adam_check(p):
     positive("adam", p, "params", "tensors", "step")
     require("adam", p["params"] >= p["tensors"], f"params ({p['params']}) must be >= tensors ({p['tensors']})")
@@ -177,13 +188,14 @@ def _adam_check(p):
 ADAM = Workload(
     name="adam",
     description="One Adam step over 50 M parameters in 10 tensors: new param, m, v as members",
-    defaults={"params": 50_000_000, "tensors": 10, "step": 10},
-    small={"params": 300, "tensors": 3, "step": 3},
+    defaults={"params": 50_000_000, "tensors": 10, "step": 10, "in_place": False},
+    small={"params": 300, "tensors": 3, "step": 3, "in_place": False},
     sequence_param=None,
     build=_adam_plan,
     make_inputs=_adam_inputs,
     make_torch=_adam_torch,
     check=_adam_check,
+    make_in_place=_adam_in_place,
 )
 
 # --------------------------------------------------------------------------- cross-entropy
