@@ -654,7 +654,7 @@ def _batch_norm_functional(out, x, weight, bias, running_mean, running_var, trai
     module's buffers. ``new_mean = m * mean + (1 - m) * running_mean`` and ``new_var = m *
     var * n / (n - 1) + (1 - m) * running_var``: the unbiased variance for the running statistic,
     the biased one for the normalisation, as ATen's CPU kernel (``n`` values per channel). A
-    single value per channel is refused: ``nn.BatchNorm`` raises there, and the op itself fails
+    single value per channel is refused: ``torch.nn.BatchNorm`` raises there, and the op itself fails
     its fake-tensor pass (its decomposition divides by ``n - 1``) before a lowering could see
     it. ``momentum=None`` (a
     cumulative average) arrives as the number ``1 / num_batches_tracked``. ``training=False``
