@@ -114,3 +114,12 @@ def test_torch_twin_matches_oracle(name):
         got = got.detach().numpy()
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_bool_parameter_takes_0_and_1_as_set_on_the_command_line():
+    adam = get_workload("adam")
+    assert adam.resolve(in_place=1)["in_place"] is True
+    assert adam.resolve(in_place="0")["in_place"] is False
+    with pytest.raises(WorkloadError, match="must be a bool"):
+        adam.resolve(in_place=2)
+    assert len(adam.in_place(**{**adam.small, "in_place": 1})) == 3 * adam.small["tensors"]

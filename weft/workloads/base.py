@@ -95,6 +95,8 @@ def _coerce(workload: str, key: str, value: object, default: object) -> object:
                 f"workload {workload}: parameter {key}={value!r} is not a valid {expected.__name__}"
                 f" (default {default!r})"
             ) from None
+    if expected is bool and isinstance(value, int | np.integer) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)  # --set flag=1, parsed as a number first
     if expected is bool and not isinstance(value, bool | np.bool_):
         raise WorkloadError(f"workload {workload}: parameter {key} must be a bool, got {value!r}")
     if expected is int and (isinstance(value, bool) or not isinstance(value, int | np.integer)):
